@@ -1,0 +1,46 @@
+"""thresher: a deterministic, exactly resumable data loader for JAX training.
+
+Example:
+    >>> import thresher as th
+    >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 8),
+    ...                        th.IndexSampler(8, shuffle=True, seed=1),
+    ...                        [th.Batch(4)])
+    >>> sorted(x for b in loader for x in b.tolist())
+    [0, 1, 2, 3, 4, 5, 6, 7]
+"""
+
+from thresher import errors, samplers, sources, transforms
+from thresher.loader import DataLoader, DataLoaderIterator
+from thresher.samplers import (
+    IndexSampler,
+    NoSharding,
+    RecordMetadata,
+    ShardByJaxProcess,
+    ShardOptions,
+)
+from thresher.transforms import (
+    Batch,
+    FilterTransform,
+    MapTransform,
+    RandomMapTransform,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Batch",
+    "DataLoader",
+    "DataLoaderIterator",
+    "FilterTransform",
+    "IndexSampler",
+    "MapTransform",
+    "NoSharding",
+    "RandomMapTransform",
+    "RecordMetadata",
+    "ShardByJaxProcess",
+    "ShardOptions",
+    "errors",
+    "samplers",
+    "sources",
+    "transforms",
+]

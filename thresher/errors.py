@@ -1,0 +1,95 @@
+"""The exceptions thresher raises: one small hierarchy, every message says what to do.
+
+Every error derives from :class:`ThresherError`, and most also derive from the
+builtin a caller would expect (``IndexError``, ``ValueError``, ``FileNotFoundError``),
+so ``except ValueError`` keeps working for code written against other loaders.
+
+Example:
+    >>> import thresher as th
+    >>> try:
+    ...     th.Batch(0)
+    ... except th.errors.ConfigError as e:
+    ...     print("bad option")
+    bad option
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ThresherError",
+    "ConfigError",
+    "SourceError",
+    "SourceNotFoundError",
+    "CorruptSourceError",
+    "RecordKeyError",
+    "TransformError",
+    "BatchError",
+    "StateError",
+    "InvalidStateError",
+    "IncompatibleStateError",
+    "GeometryError",
+    "SplitError",
+    "WorkerError",
+]
+
+
+class ThresherError(Exception):
+    """Base class of every error thresher raises on purpose."""
+
+
+class ConfigError(ThresherError, ValueError):
+    """An option or argument is invalid (negative batch size, shard_index >= shard_count, ...)."""
+
+
+class SourceError(ThresherError):
+    """A data source cannot be opened or read; the message names the file."""
+
+
+class SourceNotFoundError(SourceError, FileNotFoundError):
+    """A path or glob names no existing file."""
+
+
+class CorruptSourceError(SourceError, ValueError):
+    """A file exists but is not a readable ArrayRecord file (another format, truncated, corrupt)."""
+
+
+class RecordKeyError(ThresherError, IndexError):
+    """A record key is outside ``[0, len(source))``; the message gives the key and the length."""
+
+
+class TransformError(ThresherError):
+    """A user operation raised; the message names the operation, record key and position.
+
+    The original exception is chained as ``__cause__``.
+    """
+
+
+class BatchError(ThresherError, ValueError):
+    """Elements of one batch cannot be stacked (different structure, shapes or dtypes)."""
+
+
+class StateError(ThresherError, ValueError):
+    """Base class of the errors raised by ``set_state``."""
+
+
+class InvalidStateError(StateError):
+    """A state dict is malformed: missing fields, wrong types, unknown version."""
+
+
+class IncompatibleStateError(StateError):
+    """A state was saved by a loader that defines a different global stream.
+
+    The message lists what differs (source length, shuffle, seed, epochs, operations).
+    """
+
+
+class GeometryError(StateError):
+    """A state was saved under another shard geometry and cannot be converted exactly."""
+
+
+class SplitError(ThresherError, ValueError):
+    """A split string or ReadInstruction is invalid; the message quotes it."""
+
+
+class WorkerError(ThresherError):
+    """A worker process died or failed; the message names the worker and its exit code."""

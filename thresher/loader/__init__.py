@@ -1,0 +1,12 @@
+"""The loader: DataLoader, its iterator and state, and the producers behind it.
+
+Example:
+    >>> import thresher as th
+    >>> len(th.DataLoader(th.sources.RangeDataSource(0, 10), th.IndexSampler(10), [th.Batch(3)]))
+    4
+"""
+
+from thresher.loader.data_loader import DataLoader
+from thresher.loader.iterator import DataLoaderIterator
+
+__all__ = ["DataLoader", "DataLoaderIterator"]

@@ -1,0 +1,69 @@
+"""Forming batches over the in-order stream of processed elements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from thresher.loader.chunk import Chunk
+from thresher.transforms.batch import Batch
+
+__all__ = ["Batcher"]
+
+
+class Batcher:
+    """Accumulates chunks in order and hands out whole batches.
+
+    ``pop`` returns ``(output, end, first)``: the batch (or the single element when
+    there is no Batch), the position after its last element (the iterator state once
+    it is emitted), and the position of its first element.
+
+    Example:
+        >>> import numpy as np
+        >>> from thresher.loader.batcher import Batcher
+        >>> from thresher.loader.chunk import Chunk
+        >>> from thresher.transforms import Batch
+        >>> b = Batcher(Batch(2))
+        >>> b.add(Chunk(0, 3, np.arange(3), [10, 11, 12]))
+        >>> out, end, first = b.pop(final=False)
+        >>> out.tolist(), end, first
+        ([10, 11], 2, 0)
+        >>> b.pop(final=False) is None, b.pop(final=True)[0].tolist()
+        (True, [12])
+    """
+
+    def __init__(self, batch: Batch | None) -> None:
+        self._batch = batch
+        self._size = batch.batch_size if batch is not None else 1
+        self._elements: list[Any] = []
+        self._positions: list[int] = []
+
+    def add(self, chunk: Chunk) -> None:
+        self._elements.extend(chunk.elements)
+        self._positions.extend(chunk.positions.tolist())
+
+    @property
+    def pending(self) -> int:
+        return len(self._elements)
+
+    def pop(self, final: bool) -> tuple[Any, int, int] | None:
+        n = len(self._elements)
+        size = self._size
+        if n < size:
+            if not final or n == 0 or self._batch is None or self._batch.drop_remainder:
+                return None
+            size = n
+        positions = self._positions
+        if self._batch is None:
+            element = self._elements[0]
+            del self._elements[0]
+            p = positions.pop(0)
+            return element, p + 1, p
+        if n == size:
+            elements, self._elements = self._elements, []
+            pos, self._positions = positions, []
+        else:
+            elements = self._elements[:size]
+            del self._elements[:size]
+            pos = positions[:size]
+            del positions[:size]
+        return self._batch.stack(elements, pos), pos[-1] + 1, pos[0]

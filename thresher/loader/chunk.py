@@ -1,0 +1,143 @@
+"""The pure function at the heart of the loader: positions -> processed elements.
+
+``ChunkProcessor(start, stop)`` reads the records of positions [start, stop) of this
+process's stream and runs the per-record operations on them. Its result depends on
+nothing but its arguments, which is why it can run in any worker, in any order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from thresher.errors import TransformError
+from thresher.samplers.index_sampler import IndexSampler
+from thresher.sources.protocol import read_many
+from thresher.transforms.operations import FILTER, MAP, RANDOM_MAP, Operation, Plan
+from thresher.transforms.random_map import RecordRng, operation_salt
+
+__all__ = ["Chunk", "ChunkProcessor"]
+
+
+@dataclass
+class Chunk:
+    """The surviving elements of positions [start, stop), in position order."""
+
+    start: int
+    stop: int
+    positions: np.ndarray  # int64, the positions of ``elements`` (filtered ones removed)
+    elements: list[Any]
+
+
+def _context(op: Operation, i: int, positions: np.ndarray, keys: np.ndarray, globals_: np.ndarray) -> str:
+    return (f"operation {op.index} {op.name} failed on record key {int(keys[i])} at position "
+            f"{int(positions[i])} (global position {int(globals_[i])})")
+
+
+class ChunkProcessor:
+    """Reads and transforms a range of positions; a pure function of the range.
+
+    Example:
+        >>> import thresher as th
+        >>> from thresher.loader.chunk import ChunkProcessor
+        >>> from thresher.transforms import plan_operations
+        >>> proc = ChunkProcessor(th.sources.RangeDataSource(0, 10), th.IndexSampler(10),
+        ...                       plan_operations([lambda x: x * 10]))
+        >>> proc(2, 5).elements
+        [20, 30, 40]
+    """
+
+    def __init__(self, source: Any, sampler: IndexSampler, plan: Plan) -> None:
+        self.source = source
+        self.sampler = sampler
+        self.plan = plan
+        self._rng: RecordRng | None = None
+        self._salts = {op.index: operation_salt(op.index) for op in plan.record_ops}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_rng"] = None
+        return state
+
+    def __call__(self, start: int, stop: int) -> Chunk:
+        sampler = self.sampler
+        positions = np.arange(start, stop, dtype=np.int64)
+        globals_ = sampler.to_global(positions)
+        keys, _ = sampler.record_keys(globals_)
+        key_list = keys.tolist()
+        try:
+            elements = read_many(self.source, key_list)
+        except Exception as e:
+            note = f"while reading positions [{start}, {stop}) (record keys {key_list[:8]}...) of {self.source!r}"
+            if hasattr(e, "add_note"):
+                e.add_note(note)
+            raise
+        alive: np.ndarray | None = None  # indices into the chunk of the surviving elements
+        seeds: list[int] | None = None
+        for op in self.plan.record_ops:
+            if op.kind == MAP:
+                elements = self._map(op, elements, alive, positions, keys, globals_)
+            elif op.kind == FILTER:
+                keep = self._filter(op, elements, alive, positions, keys, globals_)
+                if not all(keep):
+                    idx = np.flatnonzero(np.asarray(keep, dtype=bool))
+                    elements = [elements[i] for i in idx.tolist()]
+                    alive = idx if alive is None else alive[idx]
+            elif op.kind == RANDOM_MAP:
+                if seeds is None:
+                    seeds = sampler.rng_seeds(globals_).tolist()
+                elements = self._random_map(op, elements, alive, seeds, positions, keys, globals_)
+        kept = positions if alive is None else positions[alive]
+        return Chunk(start, stop, kept, elements)
+
+    @staticmethod
+    def _fail(op: Operation, j: int, alive: np.ndarray | None, positions: np.ndarray, keys: np.ndarray,
+              globals_: np.ndarray, e: Exception) -> TransformError:
+        i = j if alive is None else int(alive[j])
+        err = TransformError(f"{_context(op, i, positions, keys, globals_)}: {type(e).__name__}: {e}")
+        err.record_key = int(keys[i])  # type: ignore[attr-defined]
+        err.position = int(positions[i])  # type: ignore[attr-defined]
+        return err
+
+    def _map(self, op: Operation, elements: list[Any], alive: np.ndarray | None, positions: np.ndarray,
+             keys: np.ndarray, globals_: np.ndarray) -> list[Any]:
+        fn = op.fn
+        out: list[Any] = []
+        append = out.append
+        try:
+            for e in elements:
+                append(fn(e))
+        except Exception as e:
+            raise self._fail(op, len(out), alive, positions, keys, globals_, e) from e
+        return out
+
+    def _filter(self, op: Operation, elements: list[Any], alive: np.ndarray | None, positions: np.ndarray,
+                keys: np.ndarray, globals_: np.ndarray) -> list[bool]:
+        fn = op.fn
+        out: list[bool] = []
+        append = out.append
+        try:
+            for e in elements:
+                append(bool(fn(e)))
+        except Exception as e:
+            raise self._fail(op, len(out), alive, positions, keys, globals_, e) from e
+        return out
+
+    def _random_map(self, op: Operation, elements: list[Any], alive: np.ndarray | None, seeds: list[int],
+                    positions: np.ndarray, keys: np.ndarray, globals_: np.ndarray) -> list[Any]:
+        if self._rng is None:
+            self._rng = RecordRng()
+        seeded = self._rng.seeded
+        salt = self._salts[op.index]
+        fn = op.fn
+        idx = range(len(elements)) if alive is None else alive.tolist()
+        out: list[Any] = []
+        append = out.append
+        try:
+            for e, i in zip(elements, idx):
+                append(fn(e, seeded(seeds[i], salt)))
+        except Exception as e:
+            raise self._fail(op, len(out), alive, positions, keys, globals_, e) from e
+        return out

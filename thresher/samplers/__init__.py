@@ -1,0 +1,14 @@
+"""Samplers: which record goes at which position of the stream.
+
+Example:
+    >>> import thresher as th
+    >>> [th.IndexSampler(4)[p].record_key for p in range(4)]
+    [0, 1, 2, 3]
+"""
+
+from thresher.samplers.index_sampler import IndexSampler, RecordMetadata
+from thresher.samplers.permutation import Permutation
+from thresher.samplers.sharding import NoSharding, ShardByJaxProcess, ShardOptions
+
+__all__ = ["IndexSampler", "NoSharding", "Permutation", "RecordMetadata", "ShardByJaxProcess",
+           "ShardOptions"]

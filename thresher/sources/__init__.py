@@ -1,0 +1,30 @@
+"""Data sources: random access to records by key.
+
+Example:
+    >>> import thresher as th
+    >>> len(th.sources.RangeDataSource(0, 5))
+    5
+"""
+
+from thresher.sources.array_record import ArrayRecordSource
+from thresher.sources.array_record_writer import ArrayRecordWriter, write_array_record
+from thresher.sources.in_memory import InMemoryDataSource
+from thresher.sources.protocol import (
+    BatchedDataSource,
+    RandomAccessDataSource,
+    read_many,
+    supports_batched_reads,
+)
+from thresher.sources.range import RangeDataSource
+
+__all__ = [
+    "ArrayRecordSource",
+    "ArrayRecordWriter",
+    "BatchedDataSource",
+    "InMemoryDataSource",
+    "RandomAccessDataSource",
+    "RangeDataSource",
+    "read_many",
+    "supports_batched_reads",
+    "write_array_record",
+]

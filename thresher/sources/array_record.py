@@ -1,0 +1,188 @@
+"""ArrayRecordSource: one index space over one or more ArrayRecord files.
+
+Files are opened lazily, in the process that reads them, so a source pickles to a
+list of paths and lengths and can be sent to worker processes cheaply. Batched reads
+(``__getitems__``) group the keys by file and use array_record's own parallel read,
+which is many times faster than reading one record per call.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Any, Sequence, Union
+
+import numpy as np
+
+from thresher.errors import CorruptSourceError, SourceError, SourceNotFoundError
+from thresher.sources.protocol import check_key
+
+__all__ = ["ArrayRecordSource", "resolve_paths"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+_READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
+_GLOB_CHARS = frozenset("*?[")
+
+
+def _reader_class() -> Any:
+    from array_record.python import array_record_module
+
+    return array_record_module.ArrayRecordReader
+
+
+def resolve_paths(paths: PathLike | Sequence[PathLike]) -> list[str]:
+    """Expands a path, a glob, or a list of them into a sorted-per-glob list of files.
+
+    Raises SourceNotFoundError naming the path or pattern that matched nothing.
+    """
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not items:
+        raise SourceNotFoundError("no paths given: pass a file path, a glob or a list of them")
+    out: list[str] = []
+    for item in items:
+        p = os.fspath(item)
+        if _GLOB_CHARS & set(p):
+            matches = sorted(glob.glob(p))
+            if not matches:
+                raise SourceNotFoundError(f"the pattern {p!r} matches no file")
+            out.extend(matches)
+        elif os.path.isfile(p):
+            out.append(p)
+        elif os.path.isdir(p):
+            raise SourceNotFoundError(
+                f"{p!r} is a directory; pass the ArrayRecord files in it (e.g. {p}/*.array_record*)"
+                " or use thresher.data_source() for a prepared dataset directory"
+            )
+        else:
+            raise SourceNotFoundError(f"ArrayRecord file {p!r} does not exist")
+    return out
+
+
+def _open(path: str) -> Any:
+    if not os.path.isfile(path):
+        raise SourceNotFoundError(f"ArrayRecord file {path!r} does not exist (was it moved or deleted?)")
+    try:
+        reader = _reader_class()(path, _READER_OPTIONS)
+    except Exception as e:  # array_record raises RuntimeError/ValueError with Riegeli text
+        raise CorruptSourceError(f"cannot open {path!r} as an ArrayRecord file: {e}") from e
+    if not reader.ok():
+        size = os.path.getsize(path)
+        raise CorruptSourceError(
+            f"{path!r} ({size} bytes) is not a readable ArrayRecord file: it is another format, "
+            "truncated or corrupt (its footer could not be read). Rewrite it with "
+            "thresher.sources.write_array_record"
+        )
+    return reader
+
+
+class ArrayRecordSource:
+    """Random access over the records of ArrayRecord files, as ``bytes``.
+
+    Args:
+        paths: a file path, a glob pattern (``"data/train.array_record*"``), or a list
+            of them. Files are taken in the given order, globs sorted; together they
+            form one index space ``[0, sum of lengths)``.
+
+    Each file is opened once here to learn its length, then closed; readers are
+    reopened lazily on first read in each process.
+
+    Example:
+        >>> import tempfile, os
+        >>> from thresher.sources import ArrayRecordSource, write_array_record
+        >>> d = tempfile.mkdtemp()
+        >>> _ = write_array_record(os.path.join(d, "a.array_record"), [b"x", b"y"])
+        >>> _ = write_array_record(os.path.join(d, "b.array_record"), [b"z"])
+        >>> src = ArrayRecordSource(os.path.join(d, "*.array_record"))
+        >>> len(src), src[2], src.__getitems__([2, 0])
+        (3, b'z', [b'z', b'x'])
+    """
+
+    def __init__(self, paths: PathLike | Sequence[PathLike]) -> None:
+        self._paths = resolve_paths(paths)
+        lengths = []
+        for p in self._paths:
+            reader = _open(p)
+            lengths.append(int(reader.num_records()))
+            reader.close()
+        self._lengths = lengths
+        self._starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+        self._len = int(self._starts[-1])
+        self._readers: list[Any] = [None] * len(self._paths)
+
+    @property
+    def paths(self) -> list[str]:
+        """The files, in index order."""
+        return list(self._paths)
+
+    @property
+    def file_lengths(self) -> list[int]:
+        """The number of records in each file, in index order."""
+        return list(self._lengths)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _reader(self, i: int) -> Any:
+        r = self._readers[i]
+        if r is None:
+            r = self._readers[i] = _open(self._paths[i])
+        return r
+
+    def _read(self, file_index: int, local_keys: list[int]) -> list[bytes]:
+        try:
+            return self._reader(file_index).read(local_keys)  # type: ignore[no-any-return]
+        except SourceError:
+            raise
+        except Exception as e:
+            path = self._paths[file_index]
+            if not os.path.exists(path):
+                raise SourceNotFoundError(
+                    f"ArrayRecord file {path!r} disappeared while reading records {local_keys[:8]}"
+                ) from e
+            raise CorruptSourceError(
+                f"reading records {local_keys[:8]}{'...' if len(local_keys) > 8 else ''} of "
+                f"{path!r} failed: {e}. The file may be truncated or corrupt"
+            ) from e
+
+    def __getitem__(self, record_key: int) -> bytes:
+        k = check_key(record_key, self._len, repr(self))
+        f = int(np.searchsorted(self._starts, k, side="right")) - 1
+        return self._read(f, [k - int(self._starts[f])])[0]
+
+    def __getitems__(self, record_keys: Sequence[int]) -> list[bytes]:
+        keys = np.asarray(record_keys, dtype=np.int64)
+        if keys.size == 0:
+            return []
+        lo, hi = int(keys.min()), int(keys.max())
+        if lo < 0 or hi >= self._len:
+            check_key(lo if lo < 0 else hi, self._len, repr(self))
+        if len(self._paths) == 1:
+            return self._read(0, keys.tolist())
+        files = np.searchsorted(self._starts, keys, side="right") - 1
+        out: list[Any] = [None] * len(keys)
+        for f in np.unique(files).tolist():
+            where = np.flatnonzero(files == f)
+            records = self._read(f, (keys[where] - self._starts[f]).tolist())
+            for i, rec in zip(where.tolist(), records):
+                out[i] = rec
+        return out
+
+    def close(self) -> None:
+        """Closes the open readers (they reopen on the next read)."""
+        for i, r in enumerate(self._readers):
+            if r is not None:
+                r.close()
+                self._readers[i] = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_readers"] = [None] * len(self._paths)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        if len(self._paths) == 1:
+            return f"ArrayRecordSource({self._paths[0]!r})"
+        return f"ArrayRecordSource(<{len(self._paths)} files, first {self._paths[0]!r}>)"

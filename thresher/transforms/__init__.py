@@ -1,0 +1,17 @@
+"""Transforms: per-record maps, random maps, filters, and Batch.
+
+Example:
+    >>> import thresher as th
+    >>> ops = [lambda x: x * 2, th.FilterTransform(lambda x: x > 2), th.Batch(2)]
+    >>> [b.tolist() for b in th.DataLoader(th.sources.RangeDataSource(0, 5), th.IndexSampler(5), ops)]
+    [[4, 6], [8]]
+"""
+
+from thresher.transforms.batch import Batch, stack
+from thresher.transforms.filter import FilterTransform
+from thresher.transforms.map import MapTransform
+from thresher.transforms.operations import Operation, Plan, describe, plan_operations
+from thresher.transforms.random_map import RandomMapTransform
+
+__all__ = ["Batch", "FilterTransform", "MapTransform", "Operation", "Plan", "RandomMapTransform",
+           "describe", "plan_operations", "stack"]

@@ -1,0 +1,39 @@
+"""MapTransform: one element in, one element out."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["MapTransform"]
+
+
+class MapTransform:
+    """Applies a function to every element.
+
+    Subclass and override ``map``, or wrap a function: ``MapTransform(fn)``. A plain
+    callable in a DataLoader's ``operations`` is wrapped this way. The function must
+    be pure (its result may depend only on the element): that is what makes batches
+    the same for every worker count and every restart.
+
+    Example:
+        >>> from thresher.transforms import MapTransform
+        >>> class Double(MapTransform):
+        ...     def map(self, element):
+        ...         return element * 2
+        >>> Double().map(3), MapTransform(lambda x: x + 1).map(3)
+        (6, 4)
+    """
+
+    def __init__(self, fn: Callable[[Any], Any] | None = None) -> None:
+        self._fn = fn
+
+    def map(self, element: Any) -> Any:
+        fn = getattr(self, "_fn", None)
+        if fn is None:
+            raise NotImplementedError(f"{type(self).__name__} must override map() or be given a function")
+        return fn(element)
+
+    def __repr__(self) -> str:
+        from thresher.transforms.operations import describe
+
+        return describe(self)

@@ -1,0 +1,78 @@
+"""RandomMapTransform: a map that also receives a seeded random generator."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from thresher.samplers.seeds import MASK64, mix64
+
+__all__ = ["RandomMapTransform", "RecordRng"]
+
+
+class RandomMapTransform:
+    """Applies ``fn(element, rng)`` with an ``np.random.Generator`` seeded per record.
+
+    The generator is derived from the record's global position and the job's seed
+    (and the operation's index), so a record at a given global position gets the
+    same augmentation for every worker count, shard count and restart. Unlike Grain,
+    thresher reseeds one generator per call instead of building a new one, which is
+    about 8x cheaper: use ``rng`` inside the call only, do not keep it.
+
+    Subclass and override ``random_map``, or wrap a function.
+
+    Example:
+        >>> import numpy as np
+        >>> from thresher.transforms import RandomMapTransform
+        >>> flip = RandomMapTransform(lambda x, rng: x[::-1] if rng.random() < 0.5 else x)
+        >>> flip.random_map(np.arange(3), np.random.default_rng(0)).shape
+        (3,)
+    """
+
+    def __init__(self, fn: Callable[[Any, np.random.Generator], Any] | None = None) -> None:
+        self._fn = fn
+
+    def random_map(self, element: Any, rng: np.random.Generator) -> Any:
+        fn = getattr(self, "_fn", None)
+        if fn is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} must override random_map() or be given a function"
+            )
+        return fn(element, rng)
+
+    def __repr__(self) -> str:
+        from thresher.transforms.operations import describe
+
+        return describe(self)
+
+
+class RecordRng:
+    """One reusable generator, reseeded from a 64-bit record seed per call.
+
+    Setting a PCG64 state costs about 1 us; building a Generator costs about 8 us.
+    """
+
+    __slots__ = ("_bitgen", "generator")
+
+    def __init__(self) -> None:
+        self._bitgen = np.random.PCG64(0)
+        self.generator = np.random.Generator(self._bitgen)
+
+    def seeded(self, record_seed: int, salt: int) -> np.random.Generator:
+        """The generator, in the state for (record_seed, salt)."""
+        a = mix64(record_seed ^ salt)
+        b = mix64(a ^ 0xD1B54A32D192ED03)
+        c = mix64(b)
+        self._bitgen.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": (a << 64) | b, "inc": ((c << 1) | 1) & ((1 << 128) - 1)},
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        return self.generator
+
+
+def operation_salt(op_index: int) -> int:
+    """The per-operation salt mixed into record seeds (so two RandomMaps differ)."""
+    return mix64(0x52414E44 ^ op_index) & MASK64
