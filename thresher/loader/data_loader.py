@@ -93,7 +93,10 @@ class DataLoader:
         """This process's part of the stream."""
         s = self.sampler
         batch = self.plan.batch
-        aligned = (batch is not None and not self.plan.filter_before_batch
+        # A Filter after the Batch drops whole batches on one process and not another, which
+        # puts the processes' positions out of step just as a Filter before it does.
+        filters = self.plan.filter_before_batch or any(op.kind == "filter" for op in self.plan.batch_ops)
+        aligned = (batch is not None and not filters
                    and (s.block_size == batch.batch_size or s.shard_count == 1))
         return geometry_of(s.shard_index, s.shard_count, s.block_size,
                            batch.batch_size if batch is not None else None,

@@ -144,16 +144,21 @@ class DataLoaderIterator:
         loader = self._loader
         return make_state(self._state_position, loader.stream, loader.geometry, self._plan.descriptions)
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False) -> None:
         """Continues with exactly the batch that followed when ``state`` was taken.
 
         Raises InvalidStateError for a malformed state, IncompatibleStateError for a
         state of another stream (naming what differs), GeometryError for a state of
         another shard geometry that cannot be converted exactly. A state from any
         worker count restores under any other.
+
+        ``allow_approximate=True`` opts into a documented approximate restart where
+        an exact one is impossible (see ``thresher.loader.state.restore_position`` and
+        ``slowest_state``): no element is skipped, some are served again.
         """
         loader = self._loader
-        position = restore_position(state, loader.stream, loader.geometry, self._plan.descriptions)
+        position = restore_position(state, loader.stream, loader.geometry, self._plan.descriptions,
+                                    allow_approximate=allow_approximate)
         self._reset(position)
 
     @property
