@@ -75,7 +75,7 @@ class ChunkProcessor:
                 e.add_note(note)
             raise
         alive: np.ndarray | None = None  # indices into the chunk of the surviving elements
-        seeds: list[int] | None = None
+        seeds: np.ndarray | None = None
         for op in self.plan.record_ops:
             if op.kind == MAP:
                 elements = self._map(op, elements, alive, positions, keys, globals_)
@@ -87,7 +87,7 @@ class ChunkProcessor:
                     alive = idx if alive is None else alive[idx]
             elif op.kind == RANDOM_MAP:
                 if seeds is None:
-                    seeds = sampler.rng_seeds(globals_).tolist()
+                    seeds = sampler.rng_seeds(globals_)
                 elements = self._random_map(op, elements, alive, seeds, positions, keys, globals_)
         kept = positions if alive is None else positions[alive]
         return Chunk(start, stop, kept, elements)
@@ -95,6 +95,7 @@ class ChunkProcessor:
     @staticmethod
     def _fail(op: Operation, j: int, alive: np.ndarray | None, positions: np.ndarray, keys: np.ndarray,
               globals_: np.ndarray, e: Exception) -> TransformError:
+        """The TransformError for element j of the current list (alive maps it to the chunk)."""
         i = j if alive is None else int(alive[j])
         err = TransformError(f"{_context(op, i, positions, keys, globals_)}: {type(e).__name__}: {e}")
         err.record_key = int(keys[i])  # type: ignore[attr-defined]
@@ -103,15 +104,21 @@ class ChunkProcessor:
 
     def _map(self, op: Operation, elements: list[Any], alive: np.ndarray | None, positions: np.ndarray,
              keys: np.ndarray, globals_: np.ndarray) -> list[Any]:
-        fn = op.fn
-        out: list[Any] = []
-        append = out.append
         try:
-            for e in elements:
-                append(fn(e))
+            return list(map(op.fn, elements))
         except Exception as e:
-            raise self._fail(op, len(out), alive, positions, keys, globals_, e) from e
-        return out
+            raise self._fail(op, self._failing_index(op.fn, elements), alive, positions, keys, globals_,
+                             e) from e
+
+    @staticmethod
+    def _failing_index(fn: Any, elements: list[Any]) -> int:
+        """Finds the element that raised, by re-running the (pure) operation one by one."""
+        for j, element in enumerate(elements):
+            try:
+                fn(element)
+            except Exception:
+                return j
+        return 0
 
     def _filter(self, op: Operation, elements: list[Any], alive: np.ndarray | None, positions: np.ndarray,
                 keys: np.ndarray, globals_: np.ndarray) -> list[bool]:
@@ -125,19 +132,17 @@ class ChunkProcessor:
             raise self._fail(op, len(out), alive, positions, keys, globals_, e) from e
         return out
 
-    def _random_map(self, op: Operation, elements: list[Any], alive: np.ndarray | None, seeds: list[int],
+    def _random_map(self, op: Operation, elements: list[Any], alive: np.ndarray | None, seeds: np.ndarray,
                     positions: np.ndarray, keys: np.ndarray, globals_: np.ndarray) -> list[Any]:
         if self._rng is None:
             self._rng = RecordRng()
-        seeded = self._rng.seeded
-        salt = self._salts[op.index]
+        rngs = self._rng.seeded_many(seeds if alive is None else seeds[alive], self._salts[op.index])
         fn = op.fn
-        idx = range(len(elements)) if alive is None else alive.tolist()
         out: list[Any] = []
         append = out.append
         try:
-            for e, i in zip(elements, idx):
-                append(fn(e, seeded(seeds[i], salt)))
+            for e, rng in zip(elements, rngs):
+                append(fn(e, rng))
         except Exception as e:
             raise self._fail(op, len(out), alive, positions, keys, globals_, e) from e
         return out

@@ -15,7 +15,7 @@ from thresher.transforms.operations import plan_operations
 
 __all__ = ["DataLoader"]
 
-_MIN_CHUNK_RECORDS = 64
+_MIN_CHUNK_RECORDS = 256
 
 
 class DataLoader:
@@ -31,7 +31,7 @@ class DataLoader:
         worker_count: processes that compute ahead; 0 computes in this process.
             Batches are identical for every value.
         chunk_size: positions computed in one piece (default: a multiple of the
-            batch size of at least 64). It changes speed and memory, never results.
+            batch size of at least 256). It changes speed and memory, never results.
 
     When a Batch comes before any Filter and the shard options leave ``block_size``
     unset, shards are dealt in blocks of one batch: the P local batches of step t

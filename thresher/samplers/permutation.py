@@ -6,6 +6,11 @@ land outside [0, n) are encrypted again until they fall inside. Since the networ
 a bijection on [0, 2**m), cycle walking makes it a bijection on [0, n) for every n,
 and as 2**m < 2n the expected number of walks per index is below 2.
 
+A Feistel network only generates even permutations of its 2**m domain, which makes
+cycle-walked permutations of tiny n measurably non-uniform. For n <= SMALL_N the
+permutation is therefore a keyed Fisher-Yates table built from the same hash (at most
+32 KiB, a constant that does not grow with the dataset).
+
 Example:
     >>> import numpy as np
     >>> from thresher.samplers.permutation import Permutation
@@ -20,17 +25,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from thresher.samplers.seeds import derive_seed, mix64_array
+from thresher.samplers.seeds import derive_seed, mix64, mix64_array
 
-__all__ = ["Permutation", "NUM_ROUNDS"]
+__all__ = ["Permutation", "NUM_ROUNDS", "SMALL_N"]
 
 NUM_ROUNDS = 8
+SMALL_N = 4096
+
+
+def _fisher_yates(n: int, key: int) -> np.ndarray:
+    """A uniform permutation of [0, n) from a keyed hash (platform independent)."""
+    table = list(range(n))
+    k = mix64(key)
+    for i in range(n - 1, 0, -1):
+        j = (mix64(k ^ i) * (i + 1)) >> 64  # Lemire's multiply-shift: uniform in [0, i]
+        table[i], table[j] = table[j], table[i]
+    return np.array(table, dtype=np.uint64)
 
 
 class Permutation:
     """The bijection of [0, n) selected by ``key`` (a 64-bit int)."""
 
-    __slots__ = ("n", "key", "_bits", "_rounds")
+    __slots__ = ("n", "key", "_bits", "_rounds", "_table")
 
     def __init__(self, n: int, key: int) -> None:
         if n < 0:
@@ -50,6 +66,7 @@ class Permutation:
                            np.uint64((1 << top) - 1)))
             top = bottom
         self._rounds = rounds
+        self._table = _fisher_yates(self.n, self.key) if 1 < self.n <= SMALL_N else None
 
     def _encrypt(self, x: np.ndarray) -> np.ndarray:
         for key, bottom, top, bottom_mask, top_mask in self._rounds:
@@ -63,6 +80,10 @@ class Permutation:
         x = np.asarray(indices, dtype=np.uint64)
         if self.n <= 1 or x.size == 0:
             return x.copy()
+        if self._table is not None:
+            if x.size and int(x.max()) >= self.n:
+                raise IndexError(f"index {int(x.max())} out of range for a permutation of {self.n}")
+            return self._table[x]
         n = np.uint64(self.n)
         y = self._encrypt(x)
         outside = np.flatnonzero(y >= n)
