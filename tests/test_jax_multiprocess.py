@@ -17,7 +17,8 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -79,7 +80,7 @@ class Job:
                 raise AssertionError(f"job {self.out} did not finish in {timeout}s:\n" + self.output(0)[-3000:])
         return codes
 
-    def ok(self) -> "Job":
+    def ok(self) -> Job:
         codes = self.wait()
         if any(codes):
             bad = next(i for i, c in enumerate(codes) if c)

@@ -15,8 +15,8 @@ from thresher.errors import GeometryError, InvalidStateError
 ocp = pytest.importorskip("orbax.checkpoint")
 jax = pytest.importorskip("jax")
 
-from thresher.jax import CheckpointHandler, CheckpointRestore, CheckpointSave, global_batches  # noqa: E402
-from thresher.jax.state_files import restore_from_states, state_filename  # noqa: E402
+from thresher.jax import CheckpointHandler, CheckpointRestore, CheckpointSave, global_batches
+from thresher.jax.state_files import restore_from_states, state_filename
 
 
 def loader(i: int = 0, n: int = 1, batch: int = 4, filt: bool = False) -> th.DataLoader:

@@ -11,9 +11,9 @@ import thresher as th
 from thresher.errors import BatchError
 
 jax = pytest.importorskip("jax")
-from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
+from jax.sharding import NamedSharding, PartitionSpec
 
-from thresher.jax import global_batches, make_global_batch  # noqa: E402
+from thresher.jax import global_batches, make_global_batch
 
 
 @pytest.fixture(scope="module")

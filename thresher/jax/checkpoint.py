@@ -42,7 +42,7 @@ from thresher.jax.state_files import (
     state_filename,
 )
 
-__all__ = ["CheckpointHandler", "CheckpointSave", "CheckpointRestore"]
+__all__ = ["CheckpointHandler", "CheckpointRestore", "CheckpointSave"]
 
 
 def _process() -> tuple[int, int]:
@@ -59,12 +59,12 @@ class CheckpointHandler(ocp.CheckpointHandler):
     ``CheckpointManager(item_handlers=...)``.
     """
 
-    def save(self, directory: epath.Path, args: "CheckpointSave") -> None:  # type: ignore[override]
+    def save(self, directory: epath.Path, args: CheckpointSave) -> None:
         index, count = _process()
         path = epath.Path(directory) / state_filename(index, count)
         path.write_text(json.dumps(args.state, sort_keys=True))
 
-    def restore(self, directory: epath.Path, args: "CheckpointRestore | None" = None) -> Any:  # type: ignore[override]
+    def restore(self, directory: epath.Path, args: CheckpointRestore | None = None) -> Any:
         if args is None:
             raise ValueError("restoring a thresher iterator needs CheckpointRestore(iterator): the state is "
                              "applied to the iterator you pass")

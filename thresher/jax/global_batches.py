@@ -10,7 +10,8 @@ array holds them in that order: the same global batches for any number of proces
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ def _check_leaves(jax: Any, local_batch: Any) -> None:
             raise BatchError(f"leaf {name} of the local batch is a scalar: a batch leaf needs a leading batch axis")
 
 
-def make_global_batch(local_batch: Any, sharding: "jax.sharding.Sharding | Any",
+def make_global_batch(local_batch: Any, sharding: jax.sharding.Sharding | Any,
                       global_shape: Any = None) -> Any:
     """Makes one global batch from this process's local batch (a pytree of NumPy arrays).
 
@@ -80,7 +81,7 @@ def make_global_batch(local_batch: Any, sharding: "jax.sharding.Sharding | Any",
         raise
 
 
-def global_batches(iterator: Iterable[Any], sharding: "jax.sharding.Sharding | Any", *, prefetch: int = 2,
+def global_batches(iterator: Iterable[Any], sharding: jax.sharding.Sharding | Any, *, prefetch: int = 2,
                    global_shape: Any = None) -> DevicePrefetchIterator:
     """Turns an iterator of local batches into an iterator of global ``jax.Array`` batches.
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import copy
 import queue
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 __all__ = ["DevicePrefetchIterator"]
 
@@ -26,7 +27,7 @@ def _identity(x: Any) -> Any:
     return x
 
 
-def _put(q: "queue.Queue[tuple[int, Any, Any]]", stop: threading.Event, item: tuple[int, Any, Any]) -> None:
+def _put(q: queue.Queue[tuple[int, Any, Any]], stop: threading.Event, item: tuple[int, Any, Any]) -> None:
     while not stop.is_set():
         try:
             q.put(item, timeout=_POLL_S)
@@ -36,7 +37,7 @@ def _put(q: "queue.Queue[tuple[int, Any, Any]]", stop: threading.Event, item: tu
 
 
 def _produce(source: Iterator[Any], transform: Callable[[Any], Any], has_state: bool,
-             q: "queue.Queue[tuple[int, Any, Any]]", stop: threading.Event) -> None:
+             q: queue.Queue[tuple[int, Any, Any]], stop: threading.Event) -> None:
     # Runs in the prefetch thread. It holds no reference to the DevicePrefetchIterator,
     # so dropping the last reference to that closes it (its __del__ stops this thread).
     try:
@@ -133,7 +134,7 @@ class DevicePrefetchIterator:
                 break
 
     # -- iteration ----------------------------------------------------------------------------
-    def __iter__(self) -> "DevicePrefetchIterator":
+    def __iter__(self) -> DevicePrefetchIterator:
         return self
 
     def __next__(self) -> Any:
@@ -199,7 +200,7 @@ class DevicePrefetchIterator:
         if callable(close):
             close()
 
-    def __enter__(self) -> "DevicePrefetchIterator":
+    def __enter__(self) -> DevicePrefetchIterator:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from thresher.errors import GeometryError, InvalidStateError
 from thresher.loader.state import slowest_state
 
-__all__ = ["state_filename", "parse_state_filenames", "restore_from_states"]
+__all__ = ["parse_state_filenames", "restore_from_states", "state_filename"]
 
 _NAME = re.compile(r"^process_(\d+)-of-(\d+)\.json$")
 
