@@ -106,7 +106,7 @@ def test_feistel_regime_is_uniform_too() -> None:
     """Above SMALL_N the Feistel walk is used: record 0's slot, bucketed, is flat over keys."""
     from thresher.samplers.permutation import SMALL_N
 
-    n, trials, buckets = SMALL_N + 905, 20_000, 10
+    n, trials, buckets = SMALL_N + 905, 12_000, 10
     counts = np.zeros(buckets)
     before = 0
     for key in range(trials):
@@ -116,4 +116,4 @@ def test_feistel_regime_is_uniform_too() -> None:
         before += a < b
     expected = trials / buckets
     assert float(((counts - expected) ** 2 / expected).sum()) < 30.0, counts
-    assert abs(before / trials - 0.5) < 0.02
+    assert abs(before / trials - 0.5) < 0.025

@@ -34,12 +34,16 @@ SMALL_N = 4096
 
 
 def _fisher_yates(n: int, key: int) -> np.ndarray:
-    """A uniform permutation of [0, n) from a keyed hash (platform independent)."""
+    """A uniform permutation of [0, n) from a keyed hash (platform independent).
+
+    Swap targets are ``hash(key, i) mod (i + 1)``; the modulo bias is below 2**-50.
+    """
+    i = np.arange(n, dtype=np.uint64)
+    targets = (mix64_array(i ^ np.uint64(mix64(key))) % (i + np.uint64(1))).tolist()
     table = list(range(n))
-    k = mix64(key)
-    for i in range(n - 1, 0, -1):
-        j = (mix64(k ^ i) * (i + 1)) >> 64  # Lemire's multiply-shift: uniform in [0, i]
-        table[i], table[j] = table[j], table[i]
+    for a in range(n - 1, 0, -1):
+        b = targets[a]
+        table[a], table[b] = table[b], table[a]
     return np.array(table, dtype=np.uint64)
 
 
@@ -57,16 +61,16 @@ class Permutation:
         self.key = int(key)
         m = max(2, (self.n - 1).bit_length())
         self._bits = m
+        self._table = _fisher_yates(self.n, self.key) if 1 < self.n <= SMALL_N else None
         rounds = []
         top = m // 2  # bits in the top part; alternates each round
-        for r in range(NUM_ROUNDS):
+        for r in range(NUM_ROUNDS if self._table is None else 0):
             bottom = m - top
             rounds.append((np.uint64(derive_seed(self.key, r)), np.uint64(bottom),
                            np.uint64(top), np.uint64((1 << bottom) - 1),
                            np.uint64((1 << top) - 1)))
             top = bottom
         self._rounds = rounds
-        self._table = _fisher_yates(self.n, self.key) if 1 < self.n <= SMALL_N else None
 
     def _encrypt(self, x: np.ndarray) -> np.ndarray:
         for key, bottom, top, bottom_mask, top_mask in self._rounds:

@@ -66,7 +66,7 @@ class ShardOptions:
         """A plain ShardOptions with some fields changed."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(ShardOptions)}
         fields.update(changes)
-        return ShardOptions(**fields)  # type: ignore[arg-type]
+        return ShardOptions(**fields)
 
 
 def NoSharding() -> ShardOptions:  # noqa: N802 - the Grain name, kept for easy migration

@@ -130,7 +130,7 @@ class ArrayRecordSource:
 
     def _read(self, file_index: int, local_keys: list[int]) -> list[bytes]:
         try:
-            return self._reader(file_index).read(local_keys)  # type: ignore[no-any-return]
+            return self._reader(file_index).read(local_keys)
         except SourceError:
             raise
         except Exception as e:
