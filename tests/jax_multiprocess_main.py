@@ -19,7 +19,9 @@ of one drop_remainder=False epoch to ``out/epoch-<process>.json`` first), save_s
 and ckpt_dir (save with Orbax after that step, then write ``out/saved-<process>``),
 hold (after the last step, sleep until killed), restore_step (restore params and
 iterator from ckpt_dir first), die_at_step and die_process (that process SIGKILLs
-itself before that step), heartbeat_s.
+itself before that step), heartbeat_s, split_path (a prepared dataset directory: read
+this process's ``split_for_jax_process("train")`` first and write its values to
+``out/split-<process>.json``).
 """
 
 from __future__ import annotations
@@ -96,6 +98,18 @@ def main(argv: list[str]) -> int:
         keys = [int(k) for b in epoch for k in np.asarray(b["key"]).tolist()]
         with open(os.path.join(out, f"epoch-{process_id}.json"), "w") as f:
             json.dump(keys, f)
+
+    if cfg.get("split_path"):
+        # TFDS's way: each process reads a contiguous split of its own, shuffled alone.
+        from thresher.splits import split_for_jax_process
+
+        sub = split_for_jax_process("train", drop_remainder=False)
+        split_source = th.data_source(cfg["split_path"], split=sub)
+        split_loader = th.DataLoader(split_source, th.IndexSampler(len(split_source), shuffle=True, seed=1),
+                                     [th.Batch(4)], worker_count=cfg.get("worker_count", 0))
+        values = [int(v) for b in split_loader for v in np.asarray(b["n"]).reshape(-1).tolist()]
+        with open(os.path.join(out, f"split-{process_id}.json"), "w") as f:
+            json.dump({"split": str(sub), "values": values}, f)
 
     mesh = jax.make_mesh((jax.device_count(),), ("data",))
     sharding = NamedSharding(mesh, PartitionSpec("data"))

@@ -281,6 +281,26 @@ def test_filter_before_batch_restores_on_other_process_count_only_approximately(
         assert r["keys"] == [k for it in shards for k in np.asarray(next(it)["key"]).tolist()]
 
 
+@pytest.mark.parametrize("n", [2, 4])
+def test_split_for_jax_process_gives_each_process_its_contiguous_part(
+        dataset: str, jobs: list[Job], tmp_path: Any, n: int) -> None:
+    pytest.importorskip("thresher.splits")  # built on another branch
+    records = 103
+    path = str(tmp_path / "prepared")
+    th.prepare(path, {"train": [{"n": i} for i in range(records)]},  # type: ignore[attr-defined]
+               features={"n": th.features.Scalar("int64")}, shuffle=False, progress=False)  # type: ignore[attr-defined]
+    job = Job(str(tmp_path), f"split-n{n}", n, _cfg(dataset, steps=0, split_path=path))
+    jobs.append(job)
+    job.ok()
+    parts = [json.loads(job.file(f"split-{i}.json")) for i in range(n)]
+    values = [v for p in parts for v in p["values"]]
+    assert sorted(values) == list(range(records))  # every record exactly once across the processes
+    for i, p in enumerate(parts):  # contiguous, in process order, sizes differing by at most one
+        assert sorted(p["values"]) == list(range(min(p["values"]), max(p["values"]) + 1))
+        assert len(p["values"]) in (records // n, records // n + 1)
+    assert [min(p["values"]) for p in parts] == sorted(min(p["values"]) for p in parts)
+
+
 @pytest.mark.parametrize("dies", [1, 0], ids=["worker-process-dies", "coordinator-dies"])
 def test_a_dead_process_makes_the_others_fail_in_bounded_time(
         dataset: str, jobs: list[Job], tmp_path: Any, dies: int) -> None:
