@@ -197,3 +197,27 @@ def test_a_mid_block_state_is_refused_with_the_reason() -> None:
     if state["position"] % 4:
         with pytest.raises(GeometryError, match="not at a step boundary"):
             iter(_loader(50, 3, 1, 0, 4, 2, shard_drop=False)).set_state(state)
+
+
+def test_a_one_process_state_with_a_filter_knows_its_global_position() -> None:
+    """One process: the local position is the global one, so P' processes can start from it."""
+    def loader(i: int, n: int) -> th.DataLoader:
+        sampler = th.IndexSampler(60, shuffle=True, seed=2, shard_options=th.ShardOptions(i, n))
+        return th.DataLoader(th.sources.RangeDataSource(0, 60), sampler,
+                             [th.FilterTransform(lambda x: x % 3 != 1), th.Batch(3)])
+
+    whole = [x for b in loader(0, 1) for x in b.tolist()]
+    it = iter(loader(0, 1))
+    for _ in range(4):
+        next(it)
+    state = it.get_state()
+    taken = whole[:12]
+    new = [iter(loader(i, 2)) for i in range(2)]
+    if state["position"] % 2:
+        with pytest.raises(GeometryError):
+            new[0].set_state(state)
+        return
+    for n in new:
+        n.set_state(state)
+    rest = [x for n in new for b in n for x in b.tolist()]
+    assert sorted(taken + rest) == sorted(whole)  # each kept record once: nothing skipped or repeated
