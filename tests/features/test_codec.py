@@ -149,6 +149,17 @@ def test_grayscale_two_dimensional_input():
     assert f.decode_payload(p, 0, len(p))[:, :, 0].tolist() == [[0, 255], [7, 9]]
 
 
+def test_nested_fixed_layout_dicts():
+    codec = RecordCodec({"a": {"b": Scalar("int8"), "c": {"d": Scalar("int16")}},
+                         "e": Tensor((2,), "uint8"), "f": {"g": Scalar("int32")}})
+    ex = {"a": {"b": 1, "c": {"d": 2}}, "e": [3, 4], "f": {"g": 5}}
+    assert codec.record_size is not None
+    for decode in (codec.decode, codec.decode_slow):
+        out = decode(codec.encode(ex))
+        assert out["a"]["b"] == 1 and out["a"]["c"]["d"] == 2 and out["f"]["g"] == 5
+        assert out["e"].tolist() == [3, 4] and list(out) == ["a", "e", "f"]
+
+
 def test_nested_dicts_and_key_order():
     codec = RecordCodec({"z": Scalar("int8"), "a": {"y": Text(), "b": Tensor((2,), "float32")}})
     assert [p for p, _ in codec.leaves] == ["a/b", "a/y", "z"]

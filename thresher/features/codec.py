@@ -200,9 +200,10 @@ class RecordCodec:
                 return exprs[structure]
             items = []
             for k, s in structure:
-                ns[f"_k{len(keys)}"] = k
-                items.append(f"_k{len(keys)}: {build(s)}")
+                name = f"_k{len(keys)}"
+                ns[name] = k
                 keys.append(k)
+                items.append(f"{name}: {build(s)}")
             return "{" + ", ".join(items) + "}"
 
         body = build(self._structure)
