@@ -70,8 +70,8 @@ def shuffle_key(split: str) -> int:
     return derive_seed(_DOMAIN_PREPARE, int.from_bytes(digest, "little"))
 
 
-def _rows(columns: Mapping[str, Any], where: str) -> Iterator[Any]:
-    """Rows of a (nested) dict of equal-length columns."""
+def _rows(columns: Mapping[str, Any], where: str) -> tuple[Iterator[Any], int]:
+    """The rows of a (nested) dict of equal-length columns, and their number."""
     def length(v: Any, path: str) -> int:
         if isinstance(v, Mapping):
             sizes = {length(x, f"{path}/{k}") for k, x in v.items()}
@@ -84,8 +84,8 @@ def _rows(columns: Mapping[str, Any], where: str) -> Iterator[Any]:
     def row(v: Any, i: int) -> Any:
         return {k: row(x, i) for k, x in v.items()} if isinstance(v, Mapping) else v[i]
 
-    for i in range(length(columns, "")):
-        yield row(columns, i)
+    n = length(columns, "")
+    return (row(columns, i) for i in range(n)), n
 
 
 def _progress(enabled: bool, total: Optional[int], desc: str) -> Any:
@@ -155,8 +155,7 @@ class _SplitWriter:
 
     def _spill(self, examples: Any, spill: str) -> tuple[int, int]:
         if isinstance(examples, Mapping):
-            examples = _rows(examples, f"split {self.split!r}")
-            total = None
+            examples, total = _rows(examples, f"split {self.split!r}")
         else:
             total = len(examples) if hasattr(examples, "__len__") else None
         if not isinstance(examples, Iterable):
