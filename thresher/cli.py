@@ -17,8 +17,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from typing import Any, Optional, Sequence
 
@@ -137,7 +135,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="how images are stored (default: png from files, none from arrays)")
     prep.add_argument("--channels", type=int, choices=[1, 3, 4], default=3,
                       help="channels of images read from files (default 3)")
-    prep.add_argument("--num-shards", type=int, help="shard files per split (default: 1 per 256 MiB)")
+    prep.add_argument("--num-shards", type=int,
+                      help="shard files per split (default: 1 per 256 MiB)")
     prep.add_argument("--name", help="dataset name (default: the directory name)")
     prep.add_argument("--version", default="1.0.0")
     prep.add_argument("--description", default="")

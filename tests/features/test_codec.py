@@ -13,7 +13,15 @@ from hypothesis.extra import numpy as hnp
 
 from thresher.errors import CorruptSourceError, FeatureError
 from thresher.features import (
-    ClassLabel, FeaturesDict, Image, RecordCodec, Scalar, Tensor, Text, feature_from_json)
+    ClassLabel,
+    FeaturesDict,
+    Image,
+    RecordCodec,
+    Scalar,
+    Tensor,
+    Text,
+    feature_from_json,
+)
 from thresher.features.base import DTYPES
 
 dtypes = st.sampled_from(DTYPES)

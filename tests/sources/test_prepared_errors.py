@@ -12,8 +12,14 @@ import pytest
 import thresher as th
 from thresher import features as F
 from thresher.errors import (
-    ConfigError, CorruptSourceError, DatasetInfoError, FeatureError, IncompleteDatasetError,
-    SourceNotFoundError, SplitError)
+    ConfigError,
+    CorruptSourceError,
+    DatasetInfoError,
+    FeatureError,
+    IncompleteDatasetError,
+    SourceNotFoundError,
+    SplitError,
+)
 from thresher.sources.array_record_writer import write_array_record
 
 

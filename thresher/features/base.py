@@ -51,7 +51,8 @@ def check_shape(shape: Any, what: str) -> Shape:
     try:
         dims = tuple(shape)
     except TypeError:
-        raise FeatureError(f"{what}: shape must be a tuple of ints or None, got {shape!r}") from None
+        raise FeatureError(
+            f"{what}: shape must be a tuple of ints or None, got {shape!r}") from None
     for d in dims:
         if d is not None and (isinstance(d, bool) or not isinstance(d, (int, np.integer))
                               or d < 0):

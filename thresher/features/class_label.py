@@ -56,7 +56,7 @@ class ClassLabel(Scalar):
                                f"num_classes={num_classes!r}")
         self.num_classes: int = int(num_classes)
         self._names: Optional[list[str]] = names
-        self._index = {n: i for i, n in enumerate(names)} if names else {}
+        self._index: dict[str, int] = {n: i for i, n in enumerate(names)} if names else {}
 
     @property
     def names(self) -> list[str]:

@@ -75,12 +75,12 @@ def decode_image(data: bytes, channels: int, backend: Optional[str] = None) -> n
         if channels == 1:
             return img[:, :, None]
         if channels == 3:
-            return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)  # type: ignore[no-any-return]
+            return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
         if img.ndim == 2:
             code = cv2.COLOR_GRAY2RGBA
         else:
             code = cv2.COLOR_BGR2RGBA if img.shape[2] == 3 else cv2.COLOR_BGRA2RGBA
-        return cv2.cvtColor(img, code)  # type: ignore[no-any-return]
+        return cv2.cvtColor(img, code)
     image_mod = _import("pil")
     try:
         with image_mod.open(io.BytesIO(data)) as im:
@@ -111,4 +111,4 @@ def encode_image(array: np.ndarray, encoding: str, backend: Optional[str] = None
     ok, buf = cv2.imencode(".png" if encoding == "png" else ".jpg", bgr, params)
     if not ok:
         raise FeatureError(f"OpenCV could not encode a {array.shape} image as {encoding}")
-    return buf.tobytes()  # type: ignore[no-any-return]
+    return buf.tobytes()

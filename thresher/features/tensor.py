@@ -85,7 +85,7 @@ class Tensor(Feature):
         return f"Tensor(shape={shape_repr(self.shape)}, dtype={self.dtype})"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.to_json() == other.to_json()  # type: ignore[attr-defined]
+        return type(other) is type(self) and self.to_json() == other.to_json()
 
     def __hash__(self) -> int:
         return hash((self.type_name, self.shape, self.dtype))

@@ -206,7 +206,8 @@ def _infer(values: list[Any], where: str) -> Feature:
         try:
             arrays = [np.asarray(v) for v in values]
         except ValueError:
-            raise ConfigError(f"{where}: nested lists are ragged; lists must be rectangular") from None
+            raise ConfigError(
+                f"{where}: nested lists are ragged; lists must be rectangular") from None
         if any(a.dtype.kind not in "biuf" for a in arrays) or len({a.ndim for a in arrays}) > 1:
             raise ConfigError(f"{where}: lists must hold numbers, with the same nesting depth")
         dtype = np.result_type(*arrays) if arrays else np.dtype("float64")
@@ -229,8 +230,9 @@ def _table_features(splits: Mapping[str, list[dict[str, Any]]], class_labels: se
     features: dict[str, Any] = _infer(plain, "column") if plain and plain[0] else {}  # type: ignore[assignment]
     for key in sorted(class_labels):
         values = [r.get(key) for r in rows]
-        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            features[key] = ClassLabel(num_classes=max(values) + 1)  # type: ignore[type-var]
+        ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+        if len(ints) == len(values):
+            features[key] = ClassLabel(num_classes=max(ints) + 1)
         elif all(isinstance(v, (str, int)) for v in values):
             for rs in splits.values():
                 for r in rs:

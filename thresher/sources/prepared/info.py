@@ -19,8 +19,8 @@ import json
 import os
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-from thresher.errors import DatasetInfoError, FeatureError, SplitError, SourceNotFoundError
-from thresher.features import Feature, RECORD_VERSION, as_feature, feature_from_json
+from thresher.errors import DatasetInfoError, FeatureError, SourceNotFoundError, SplitError
+from thresher.features import RECORD_VERSION, Feature, as_feature, feature_from_json
 from thresher.sources.prepared.layout import (
     DATASET_NAME_RE,
     FORMAT,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 import numpy as np
 
@@ -130,7 +130,7 @@ class PreparedSource:
         if lo < 0 or hi >= self._len:
             check_key(lo if lo < 0 else hi, self._len, repr(self))
         assert self._reader is not None
-        records = self._reader.__getitems__(self._global(keys))
+        records = self._reader.__getitems__(cast(Sequence[int], self._global(keys)))
         try:
             return self._codec.decode_many(records)
         except CorruptSourceError:

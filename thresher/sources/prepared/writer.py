@@ -36,7 +36,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Iterable, Iterator, Mapping, Optional, Union
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union, cast
 
 import numpy as np
 
@@ -140,7 +140,7 @@ class _SplitWriter:
                     positions = np.arange(lo, min(lo + _READ_CHUNK, bounds[s + 1]), dtype=np.uint64)
                     keys = perm(positions) if perm is not None else positions
                     assert source is not None
-                    for rec in source.__getitems__(keys.astype(np.int64)):
+                    for rec in source.__getitems__(cast(Sequence[int], keys.astype(np.int64))):
                         w.write(rec)
                     if bar is not None:
                         bar.update(len(positions))
@@ -154,6 +154,7 @@ class _SplitWriter:
         return SplitInfo(self.split, tuple(lengths), size, self.dataset)
 
     def _spill(self, examples: Any, spill: str) -> tuple[int, int]:
+        total: Optional[int]
         if isinstance(examples, Mapping):
             examples, total = _rows(examples, f"split {self.split!r}")
         else:
