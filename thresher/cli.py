@@ -150,7 +150,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Runs the command line; returns the exit status (0 ok, 1 failure, 2 bad input)."""
+    """Runs the command line; returns the exit status (0 ok, 2 bad input or data, 1 OS errors)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["demo"]:
         return _demo(args_list[1:])
@@ -165,7 +165,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _prepare(args)
     except ThresherError as e:
         print(f"thresher {args.command}: error: {e}", file=sys.stderr)
-        return 2 if isinstance(e, (ValueError, FileNotFoundError)) else 1
+        return 2
     except OSError as e:
         print(f"thresher {args.command}: error: {e}", file=sys.stderr)
         return 1

@@ -162,6 +162,12 @@ def test_torch_data_loader(tmp_path):
     assert sum(len(b["label"]) for b in workers) == 12
 
 
+def test_a_top_level_feature_that_is_not_a_dict(tmp_path):
+    th.prepare(tmp_path / "s", {"train": range(5)}, features=F.Scalar("int32"), progress=False)
+    src = th.data_source(tmp_path / "s", split="train")
+    assert sorted(int(src[k]) for k in range(5)) == list(range(5))
+
+
 def test_two_writes_give_identical_bytes(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for p in (a, b):
