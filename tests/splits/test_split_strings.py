@@ -26,9 +26,9 @@ def oracle_part(name, lo, hi, unit, rounding, lengths):
         if unit == "%":
             if rounding == "closest":
                 return int(round(b * n / 100.0))
-            if n < 100:
-                raise SplitError("pct1 needs 100")
-            return b * (n // 100)
+            if n < 100 or b * (n // 100) != int(b * (n // 100)):
+                raise SplitError("pct1 needs 100 records and whole percents")
+            return int(b * (n // 100))
         if unit == "shard":
             if abs(b) > len(lengths):
                 raise SplitError("shard")
@@ -62,7 +62,7 @@ def split_parts(draw, sizes):
     if unit == "abs":
         bound = st.integers(-n - 2, n + 2)
     elif unit == "%":
-        bound = st.integers(-100, 100)
+        bound = st.integers(-100, 100) | st.integers(-1000, 1000).map(lambda x: x / 10)
     else:
         bound = st.integers(-len(lengths) - 1, len(lengths) + 1)
     lo = draw(st.none() | bound)

@@ -87,7 +87,21 @@ class ReadOnlyBuilder:
 
 
 def builder(path: PathLike) -> ReadOnlyBuilder:
-    """Opens a prepared dataset directory (see :class:`ReadOnlyBuilder`)."""
+    """Opens a prepared dataset directory (see :class:`ReadOnlyBuilder`).
+
+    Example:
+        >>> import tempfile, os
+        >>> import thresher as th
+        >>> path = os.path.join(tempfile.mkdtemp(), "labels")
+        >>> _ = th.prepare(path, {"train": [{"y": i % 3} for i in range(9)]},
+        ...                features={"y": th.features.ClassLabel(names=["a", "b", "c"])},
+        ...                num_shards=3, progress=False)
+        >>> info = th.builder(path).info
+        >>> info.features["y"].num_classes, info.splits["train"].num_shards
+        (3, 3)
+        >>> info.splits["train[1shard:]"].num_examples
+        6
+    """
     return ReadOnlyBuilder(path)
 
 
@@ -102,5 +116,17 @@ def data_source(path: PathLike, split: SplitSelection = None) -> Any:
 
     Each source has an exact ``len()``, random access ``source[k]`` and batched
     ``source.__getitems__(keys)``, and decodes records to NumPy.
+
+    Example:
+        >>> import tempfile, os
+        >>> import thresher as th
+        >>> path = os.path.join(tempfile.mkdtemp(), "squares")
+        >>> _ = th.prepare(path, {"train": [{"n": i, "sq": i * i} for i in range(10)]},
+        ...                features={"n": th.features.Scalar("int32"),
+        ...                          "sq": th.features.Scalar("int64")},
+        ...                shuffle=False, progress=False)
+        >>> first, last = th.data_source(path, split=["train[:2]", "train[-1:]"])
+        >>> [int(x["sq"]) for x in first.__getitems__([0, 1])], int(last[0]["n"])
+        ([0, 1], 9)
     """
     return ReadOnlyBuilder(path).as_data_source(split)
