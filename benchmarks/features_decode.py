@@ -13,7 +13,7 @@ Compares, per record:
 The variants run interleaved, several rounds; the minimum over rounds is reported (the
 least disturbed measurement on a shared machine).
 
-    python benchmarks/features_decode.py [--records 20000] [--rounds 7]
+    python benchmarks/features_decode.py [--records 20000] [--rounds 15]
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def timed(fn, arg, repeat):
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--records", type=int, default=20000)
-    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--batch", type=int, default=256)
     args = p.parse_args(argv)
     n = args.records
