@@ -9,7 +9,7 @@ Example:
     [0, 1, 2, 3, 4, 5, 6, 7]
 """
 
-from thresher import errors, samplers, sources, transforms
+from thresher import errors, features, samplers, sources, splits, transforms
 from thresher.loader import DataLoader, DataLoaderIterator
 from thresher.samplers import (
     IndexSampler,
@@ -18,6 +18,8 @@ from thresher.samplers import (
     ShardByJaxProcess,
     ShardOptions,
 )
+from thresher.sources.prepared import builder, data_source, prepare
+from thresher.splits import ReadInstruction, even_splits, split_for_jax_process
 from thresher.transforms import (
     Batch,
     FilterTransform,
@@ -36,11 +38,19 @@ __all__ = [
     "MapTransform",
     "NoSharding",
     "RandomMapTransform",
+    "ReadInstruction",
     "RecordMetadata",
     "ShardByJaxProcess",
     "ShardOptions",
+    "builder",
+    "data_source",
     "errors",
+    "even_splits",
+    "features",
+    "prepare",
     "samplers",
     "sources",
+    "split_for_jax_process",
+    "splits",
     "transforms",
 ]

@@ -29,6 +29,9 @@ __all__ = [
     "IncompatibleStateError",
     "GeometryError",
     "SplitError",
+    "FeatureError",
+    "DatasetInfoError",
+    "IncompleteDatasetError",
     "WorkerError",
 ]
 
@@ -89,6 +92,26 @@ class GeometryError(StateError):
 
 class SplitError(ThresherError, ValueError):
     """A split string or ReadInstruction is invalid; the message quotes it."""
+
+
+class FeatureError(ThresherError, ValueError):
+    """A feature spec is invalid, or a value does not match its feature.
+
+    The message names the feature (``'image'``, ``'meta/id'``) and, when writing, the
+    split and example index.
+    """
+
+
+class DatasetInfoError(CorruptSourceError):
+    """A prepared dataset's ``dataset_info.json`` is unreadable, incomplete or inconsistent
+    with the files beside it (a missing field, shard lengths that disagree, a newer format).
+    """
+
+
+class IncompleteDatasetError(SourceError):
+    """A directory is a ``thresher.prepare`` output that was never finished (the writer was
+    interrupted or is still running); it is not a dataset. Rerun ``prepare``.
+    """
 
 
 class WorkerError(ThresherError):

@@ -1,0 +1,175 @@
+"""The ``thresher`` command: ``info``, ``prepare`` and ``demo``.
+
+::
+
+    thresher info PATH [--json] [--verify]
+    thresher prepare OUT --split train train.npz --split test test.npz [options]
+    thresher prepare OUT --split train images/train --split test images/test
+    thresher prepare OUT --split train a.csv --class-label species
+    thresher demo [ARGS...]
+
+Example:
+    >>> from thresher.cli import main
+    >>> main(["info", "/no/such/dataset"])
+    2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Optional, Sequence
+
+from thresher.errors import ConfigError, ThresherError
+
+__all__ = ["main"]
+
+
+def _fmt_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"  # pragma: no cover
+
+
+def _feature_lines(feature: Any, indent: str = "  ") -> list[str]:
+    from thresher.features import FeaturesDict
+
+    if not isinstance(feature, FeaturesDict):
+        return [f"{indent}{feature!r}"]
+    lines = []
+    width = max((len(k) for k in feature), default=0)
+    for key, f in feature.items():
+        if isinstance(f, FeaturesDict):
+            lines.append(f"{indent}{key}:")
+            lines.extend(_feature_lines(f, indent + "  "))
+        else:
+            lines.append(f"{indent}{key:<{width}}  {f!r}")
+    return lines
+
+
+def _info(args: argparse.Namespace) -> int:
+    from thresher.sources.prepared import builder
+
+    b = builder(args.path)
+    info = b.info
+    if args.json:
+        print(info.dumps(), end="")
+    else:
+        print(f"{info.name} {info.version}   ({b.data_dir})")
+        if info.description:
+            print(info.description)
+        print(f"format: thresher.prepared v1, records shuffled: {'yes' if info.shuffled else 'no'}")
+        print("splits:")
+        width = max([len(s) for s in info.splits] + [5])
+        for s in info.splits.values():
+            print(f"  {s.name:<{width}}  {s.num_examples:>12,} examples  {s.num_shards:>5} "
+                  f"shard{'s' if s.num_shards != 1 else ' '}  {_fmt_size(s.num_bytes):>10}")
+        print(f"  {'all':<{width}}  {info.splits.total_num_examples:>12,} examples")
+        print("features:")
+        print("\n".join(_feature_lines(info.features)))
+    if args.verify:
+        for name, source in b.as_data_source().items():
+            for lo in range(0, len(source), 1024):
+                source.__getitems__(range(lo, min(lo + 1024, len(source))))
+            print(f"verified {name}: {len(source):,} records decode", file=sys.stderr)
+    return 0
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from thresher.sources.prepared import prepare
+    from thresher.sources.prepared.convert import load_inputs
+
+    splits: dict[str, list[str]] = {}
+    for name, *inputs in args.split:
+        if name in splits:
+            raise ConfigError(f"split {name!r} is given twice")
+        splits[name] = inputs
+    features, examples = load_inputs(splits, class_labels=args.class_label, images=args.image,
+                                     image_encoding=args.image_encoding, channels=args.channels)
+    prepare(args.out, examples, features=features, num_shards=args.num_shards, name=args.name,
+            version=args.version, description=args.description, shuffle=not args.no_shuffle,
+            overwrite=args.overwrite, progress=not args.quiet)
+    return 0
+
+
+def _demo(argv: Sequence[str]) -> int:
+    import importlib
+
+    try:
+        demo = importlib.import_module("thresher.demo")
+    except ModuleNotFoundError as e:
+        if e.name != "thresher.demo":
+            raise
+        print("thresher: the demo is not part of this build of thresher", file=sys.stderr)
+        return 2
+    result = demo.main(list(argv))
+    return int(result or 0)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="thresher", description="thresher datasets: inspect, "
+                                "convert, demo.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    info = sub.add_parser("info", help="print a prepared dataset's splits, sizes and features")
+    info.add_argument("path", help="a prepared dataset directory")
+    info.add_argument("--json", action="store_true", help="print dataset_info.json")
+    info.add_argument("--verify", action="store_true",
+                      help="also open every shard and decode every record")
+
+    prep = sub.add_parser(
+        "prepare", help="convert local files into a prepared dataset",
+        description="Inputs per split: .npz files, .npy files (KEY=file.npy names the "
+                    "feature), one folder with a subfolder per class, or .csv/.jsonl tables.")
+    prep.add_argument("out", help="the dataset directory to create")
+    prep.add_argument("--split", nargs="+", action="append", required=True,
+                      metavar=("NAME", "INPUT"), help="a split and its input(s); repeat per split")
+    prep.add_argument("--class-label", action="append", default=[], metavar="KEY",
+                      help="treat this column/array as a class label (repeatable)")
+    prep.add_argument("--image", action="append", default=[], metavar="KEY",
+                      help="treat this array (or table column of file paths) as an image")
+    prep.add_argument("--image-encoding", choices=["png", "jpeg", "none"],
+                      help="how images are stored (default: png from files, none from arrays)")
+    prep.add_argument("--channels", type=int, choices=[1, 3, 4], default=3,
+                      help="channels of images read from files (default 3)")
+    prep.add_argument("--num-shards", type=int,
+                      help="shard files per split (default: 1 per 256 MiB)")
+    prep.add_argument("--name", help="dataset name (default: the directory name)")
+    prep.add_argument("--version", default="1.0.0")
+    prep.add_argument("--description", default="")
+    prep.add_argument("--no-shuffle", action="store_true", help="keep the input order on disk")
+    prep.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    prep.add_argument("--quiet", action="store_true", help="no progress bars or summary")
+
+    sub.add_parser("demo", help="run the thresher demo (arguments are passed to it)",
+                   add_help=False)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the command line; returns the exit status (0 ok, 2 bad input or data, 1 OS errors)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["demo"]:
+        return _demo(args_list[1:])
+    parser = _parser()
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as e:
+        return int(e.code or 0)
+    try:
+        if args.command == "info":
+            return _info(args)
+        return _prepare(args)
+    except ThresherError as e:
+        print(f"thresher {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"thresher {args.command}: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

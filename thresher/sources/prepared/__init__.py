@@ -1,0 +1,39 @@
+"""Prepared dataset directories: ``dataset_info.json`` + sharded ArrayRecord files.
+
+``prepare`` writes one, ``builder``/``data_source`` read one. The format is described
+in ``docs/splits_and_datasets.md`` so that other tools can write it.
+
+Example:
+    >>> from thresher.sources.prepared import shard_filename
+    >>> shard_filename("mnist", "test", 2, 3)
+    'mnist-test.array_record-00002-of-00003'
+"""
+
+from thresher.sources.prepared.info import (
+    DatasetInfo,
+    FileInstruction,
+    SplitDict,
+    SplitInfo,
+    SubSplitInfo,
+)
+from thresher.sources.prepared.layout import FORMAT, FORMAT_VERSION, INFO_FILE, shard_filename
+from thresher.sources.prepared.reader import ReadOnlyBuilder, builder, data_source
+from thresher.sources.prepared.source import PreparedSource
+from thresher.sources.prepared.writer import prepare
+
+__all__ = [
+    "DatasetInfo",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "FileInstruction",
+    "INFO_FILE",
+    "PreparedSource",
+    "ReadOnlyBuilder",
+    "SplitDict",
+    "SplitInfo",
+    "SubSplitInfo",
+    "builder",
+    "data_source",
+    "prepare",
+    "shard_filename",
+]

@@ -1,0 +1,292 @@
+"""prepare(): write a prepared dataset directory, deterministically and atomically.
+
+Each split is written in two passes with bounded memory: the examples are encoded and
+appended to a spill file, then read back in a keyed pseudo-random order
+(:class:`~thresher.samplers.Permutation`, key derived from the split name) and dealt
+into ``num_shards`` contiguous shard files (shard i holds positions
+``[round(N*i/S), round(N*(i+1)/S))``). The same input therefore gives the same bytes on
+every machine, and records that were adjacent in the input are spread over the split.
+
+Everything is written into a hidden directory beside the target
+(``.{name}.thresher-tmp-XXXX``); ``dataset_info.json`` is written last and the directory
+is renamed into place at the very end. An exception or Ctrl-C removes the temporary
+directory; a SIGKILL leaves it, and readers refuse it (IncompleteDatasetError), so no
+state of an interrupted write is ever taken for a dataset.
+
+Example:
+    >>> import tempfile, os, numpy as np
+    >>> import thresher as th
+    >>> path = os.path.join(tempfile.mkdtemp(), "digits")
+    >>> info = th.prepare(path, {"train": {"image": np.zeros((10, 8, 8, 1), np.uint8),
+    ...                                     "label": np.arange(10) % 3}},
+    ...                   features={"image": th.features.Image((8, 8, 1), encoding="none"),
+    ...                             "label": th.features.ClassLabel(num_classes=3)},
+    ...                   num_shards=2, progress=False)
+    >>> info.splits["train"].shard_lengths, sorted(os.listdir(path))[0]
+    ((5, 5), 'dataset_info.json')
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union, cast
+
+import numpy as np
+
+from thresher.errors import ConfigError, FeatureError
+from thresher.features import RecordCodec, as_feature
+from thresher.samplers.permutation import Permutation
+from thresher.samplers.seeds import derive_seed
+from thresher.sources.array_record import ArrayRecordSource
+from thresher.sources.array_record_writer import ArrayRecordWriter
+from thresher.sources.prepared.info import DatasetInfo, SplitDict, SplitInfo
+from thresher.sources.prepared.layout import (
+    DATASET_NAME_RE,
+    INFO_FILE,
+    OLD_MARK,
+    TEMP_MARK,
+    PathLike,
+    shard_filename,
+)
+from thresher.splits import check_split_name
+
+__all__ = ["prepare", "shuffle_key", "TARGET_SHARD_BYTES"]
+
+TARGET_SHARD_BYTES = 256 << 20
+_DOMAIN_PREPARE = 0x50524550  # "PREP"
+_READ_CHUNK = 4096
+
+
+def shuffle_key(split: str) -> int:
+    """The fixed 64-bit key of the on-disk order of ``split`` (same on every machine)."""
+    digest = hashlib.blake2b(split.encode("utf-8"), digest_size=8).digest()
+    return derive_seed(_DOMAIN_PREPARE, int.from_bytes(digest, "little"))
+
+
+def _rows(columns: Mapping[str, Any], where: str) -> tuple[Iterator[Any], int]:
+    """The rows of a (nested) dict of equal-length columns, and their number."""
+    def length(v: Any, path: str) -> int:
+        if isinstance(v, Mapping):
+            sizes = {length(x, f"{path}/{k}") for k, x in v.items()}
+            if len(sizes) > 1:
+                raise FeatureError(f"{where}: columns of {path or 'the split'} have different "
+                                   f"lengths {sorted(sizes)}")
+            return sizes.pop() if sizes else 0
+        return len(v)
+
+    def row(v: Any, i: int) -> Any:
+        return {k: row(x, i) for k, x in v.items()} if isinstance(v, Mapping) else v[i]
+
+    n = length(columns, "")
+    return (row(columns, i) for i in range(n)), n
+
+
+def _progress(enabled: bool, total: Optional[int], desc: str) -> Any:
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, unit=" ex", leave=False, dynamic_ncols=True)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+class _SplitWriter:
+    """Writes one split into the temporary directory."""
+
+    def __init__(self, tmp: str, dataset: str, split: str, codec: RecordCodec,
+                 num_shards: Optional[int], shuffle: bool, progress: bool) -> None:
+        self.tmp, self.dataset, self.split = tmp, dataset, split
+        self.codec, self.num_shards, self.shuffle, self.progress = (
+            codec, num_shards, shuffle, progress)
+
+    def write(self, examples: Any) -> SplitInfo:
+        spill = os.path.join(self.tmp, f".spill-{self.split}.array_record")
+        count, nbytes = self._spill(examples, spill)
+        shards = self.num_shards or max(1, math.ceil(nbytes / TARGET_SHARD_BYTES))
+        shards = max(1, min(shards, count))
+        bounds = [round(count * i / shards) for i in range(shards + 1)]
+        perm = Permutation(count, shuffle_key(self.split)) if self.shuffle else None
+        source = ArrayRecordSource(glob.escape(spill)) if count else None
+        bar = _progress(self.progress, count, f"{self.dataset} {self.split}: shuffle+shard")
+        lengths, size = [], 0
+        for s in range(shards):
+            path = os.path.join(self.tmp, shard_filename(self.dataset, self.split, s, shards))
+            with ArrayRecordWriter(path) as w:
+                for lo in range(bounds[s], bounds[s + 1], _READ_CHUNK):
+                    positions = np.arange(lo, min(lo + _READ_CHUNK, bounds[s + 1]), dtype=np.uint64)
+                    keys = perm(positions) if perm is not None else positions
+                    assert source is not None
+                    for rec in source.__getitems__(cast(Sequence[int], keys.astype(np.int64))):
+                        w.write(rec)
+                    if bar is not None:
+                        bar.update(len(positions))
+            lengths.append(bounds[s + 1] - bounds[s])
+            size += os.path.getsize(path)
+        if bar is not None:
+            bar.close()
+        if source is not None:
+            source.close()
+        os.remove(spill)
+        return SplitInfo(self.split, tuple(lengths), size, self.dataset)
+
+    def _spill(self, examples: Any, spill: str) -> tuple[int, int]:
+        total: Optional[int]
+        if isinstance(examples, Mapping):
+            examples, total = _rows(examples, f"split {self.split!r}")
+        else:
+            total = len(examples) if hasattr(examples, "__len__") else None
+        if not isinstance(examples, Iterable):
+            raise ConfigError(f"split {self.split!r}: expected an iterable of examples or a "
+                              f"dict of columns, got {type(examples).__name__}")
+        bar = _progress(self.progress, total, f"{self.dataset} {self.split}: encode")
+        count = nbytes = 0
+        with ArrayRecordWriter(spill) as w:
+            for i, example in enumerate(examples):
+                rec = self.codec.encode(example, where=f"example {i} of split {self.split!r}")
+                w.write(rec)
+                count += 1
+                nbytes += len(rec)
+                if bar is not None:
+                    bar.update(1)
+        if bar is not None:
+            bar.close()
+        return count, nbytes
+
+
+def _dataset_name(path: str, name: Optional[str]) -> str:
+    if name is None:
+        base = os.path.basename(os.path.normpath(path))
+        name = "".join(c if c.isalnum() or c in "_.-" else "_" for c in base).lstrip("._-")
+        name = name or "dataset"
+    if not isinstance(name, str) or not DATASET_NAME_RE.fullmatch(name):
+        raise ConfigError(f"invalid dataset name {name!r}: use letters, digits, '_', '.', '-' "
+                          "(it is part of the shard file names)")
+    return name
+
+
+def prepare(
+    path: PathLike,
+    splits: Mapping[str, Union[Iterable[Any], Mapping[str, Any]]],
+    *,
+    features: Any,
+    num_shards: Union[None, int, Mapping[str, int]] = None,
+    name: Optional[str] = None,
+    version: str = "1.0.0",
+    description: str = "",
+    shuffle: bool = True,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> DatasetInfo:
+    """Writes a prepared dataset directory that ``thresher.data_source`` reads.
+
+    Args:
+        path: the directory to create (its parent is created if needed).
+        splits: ``{split name: examples}``; examples are an iterable of (nested) dicts
+            matching ``features``, or a dict of equal-length columns (arrays).
+        features: a Feature or a (nested) dict of them (``thresher.features``).
+        num_shards: shard files per split (an int, or ``{split: int}``); by default one
+            per 256 MiB of records. Never more than the split has records.
+        name: the dataset name (default: the directory name); used in file names.
+        version, description: stored in ``dataset_info.json``.
+        shuffle: store records in a fixed pseudo-random order (True, like TFDS) or in
+            input order.
+        overwrite: replace an existing directory at ``path``.
+        progress: show tqdm progress bars (if tqdm is installed) and print a summary
+            to stderr.
+
+    Returns:
+        The DatasetInfo of the new dataset.
+    """
+    target = os.path.abspath(os.fspath(path))
+    dataset = _dataset_name(target, name)
+    if not isinstance(splits, Mapping) or not splits:
+        raise ConfigError("splits must be a non-empty dict {split name: examples}")
+    for split in splits:
+        check_split_name(split)
+    if isinstance(num_shards, Mapping):
+        unknown = set(num_shards) - set(splits)
+        if unknown:
+            raise ConfigError(f"num_shards names unknown split(s) {sorted(unknown)}")
+    shard_counts = {s: num_shards.get(s) if isinstance(num_shards, Mapping) else num_shards
+                    for s in splits}
+    for s, n in shard_counts.items():
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ConfigError(f"num_shards for split {s!r} must be an int >= 1, got {n!r}")
+    if not isinstance(version, str) or not version:
+        raise ConfigError(f"version must be a non-empty string, got {version!r}")
+    codec = RecordCodec(as_feature(features))
+    if os.path.exists(target) and not overwrite:
+        raise ConfigError(f"{target!r} already exists; pass overwrite=True (or --overwrite) "
+                          "to replace it")
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    base = os.path.basename(target)
+    start = time.perf_counter()
+    tmp = tempfile.mkdtemp(prefix=f".{base}{TEMP_MARK}", dir=parent)
+    try:
+        infos = [
+            _SplitWriter(tmp, dataset, split, codec, shard_counts[split], shuffle,
+                         progress).write(examples)
+            for split, examples in splits.items()
+        ]
+        info = DatasetInfo(dataset, version, description, codec.features, SplitDict(infos),
+                           data_dir=None, shuffled=bool(shuffle))
+        info_path = os.path.join(tmp, INFO_FILE)
+        with open(info_path, "w", encoding="utf-8") as f:
+            f.write(info.dumps())
+        for entry in os.listdir(tmp):
+            _fsync(os.path.join(tmp, entry))
+        _fsync(tmp)
+        _commit(tmp, target, base, parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    info = DatasetInfo.read(target)
+    if progress:
+        _summary(info, time.perf_counter() - start)
+    return info
+
+
+def _commit(tmp: str, target: str, base: str, parent: str) -> None:
+    old = None
+    if os.path.exists(target):
+        old = tempfile.mkdtemp(prefix=f".{base}{OLD_MARK}", dir=parent)
+        os.rmdir(old)
+        os.rename(target, old)
+    os.rename(tmp, target)
+    _fsync(parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _summary(info: DatasetInfo, seconds: float) -> None:
+    lines = [f"thresher: prepared {info.name} {info.version} in {seconds:.1f} s at "
+             f"{info.data_dir}"]
+    for s in info.splits.values():
+        lines.append(f"  {s.name:<12} {s.num_examples:>12,} examples  {s.num_shards:>4} "
+                     f"shard{'s' if s.num_shards != 1 else ' '}  {_human(s.num_bytes):>10}")
+    print("\n".join(lines), file=sys.stderr)
