@@ -205,8 +205,8 @@ def restore_position(state: Any, stream: Mapping[str, Any], geometry: Mapping[st
                 f"cannot restore {where} exactly: this state was merged from the states of {P} processes by "
                 "slowest_state() for an approximate restart. Pass allow_approximate=True to set_state"
             )
-        g = int(state[_SLOWEST_GLOBAL])
-        return g if P2 == 1 else (g // unit) * unit // P2  # one new shard can start anywhere
+        slowest = int(state[_SLOWEST_GLOBAL])
+        return slowest if P2 == 1 else (slowest // unit) * unit // P2  # one new shard can start anywhere
     if (P, s, b) == (P2, s2, b2):
         return p
     g = _saved_global_position(state)
