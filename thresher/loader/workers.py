@@ -138,7 +138,7 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
         >>> try:
         ...     make_worker_spec(proc, 64)
         ... except th.errors.ConfigError as e:
-        ...     print(str(e)[:59])
+        ...     print(str(e).split(":")[0])
         operation 1 Map(locked) cannot be sent to worker processes
     """
     import cloudpickle
