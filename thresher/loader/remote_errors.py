@@ -38,7 +38,7 @@ def _dumps(obj: object) -> bytes | None:
     try:
         import cloudpickle
 
-        return cloudpickle.dumps(obj)  # type: ignore[no-any-return]
+        return cloudpickle.dumps(obj)
     except Exception:
         return None
 

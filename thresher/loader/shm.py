@@ -37,7 +37,7 @@ import pickle
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["OOB_MIN_BYTES", "Packed", "pack", "unpack", "shared_memory_available"]
+__all__ = ["OOB_MIN_BYTES", "Packed", "pack", "shared_memory_available", "unpack"]
 
 OOB_MIN_BYTES = 4096
 """Arrays smaller than this travel inside the pickle: a mapping costs more than copying them."""

@@ -21,7 +21,6 @@ import signal
 import socket
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
 
 import cloudpickle  # noqa: F401  (the payload needs it: imported once, in the fork server)
 import numpy as np
@@ -36,7 +35,7 @@ try:  # what an ArrayRecordSource reads with: imported once, in the fork server
 except ImportError:  # pragma: no cover
     pass
 
-__all__ = ["WorkerSpec", "OK", "ERROR", "run", "compute"]
+__all__ = ["ERROR", "OK", "WorkerSpec", "compute", "run"]
 
 OK, ERROR = "ok", "error"
 
@@ -127,7 +126,7 @@ def _load(spec: WorkerSpec) -> ChunkProcessor:
         )
         err.__cause__ = e
         raise err from e
-    return processor  # type: ignore[no-any-return]
+    return processor
 
 
 def run(index: int, spec: WorkerSpec, conn: Connection) -> None:

@@ -45,6 +45,7 @@ import signal
 import socket
 import time
 import weakref
+from collections import deque
 from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -56,7 +57,7 @@ from thresher.loader.remote_errors import rebuild_exception
 from thresher.loader.shm import unpack
 from thresher.loader.worker_main import ERROR, WorkerSpec, run
 
-__all__ = ["WorkerPoolProducer", "WorkerSpec", "make_worker_spec", "start_method", "DEFAULT_BUFFER_SIZE"]
+__all__ = ["DEFAULT_BUFFER_SIZE", "WorkerPoolProducer", "WorkerSpec", "make_worker_spec", "prestart", "start_method"]
 
 DEFAULT_BUFFER_SIZE = 2
 _POLL_S = 1.0  # how often a blocked wait wakes up (worker deaths wake it at once anyway)
@@ -182,6 +183,7 @@ class _Pool:
         self.socks: list[socket.socket] = []
         self.procs: list[Any] = []
         self.pids: list[int] = []
+        self.given: list[deque[tuple[int, int, int]]] = [deque() for _ in range(count)]  # not yet taken back
         self.closed = False
         try:
             for w in range(count):
@@ -204,20 +206,43 @@ class _Pool:
         return f"worker {w} of {self.count} (pid {self.pids[w]})"
 
     def send(self, w: int, task: tuple[int, int, int]) -> None:
+        self.given[w].append(task)
         try:
             self.conns[w].send(task)
         except OSError:
             pass  # the worker is gone; receive() reports it
 
+    def _last_task(self, w: int) -> str:
+        """What the dead worker ``w`` was doing: the first task it did not deliver."""
+        delivered = set()
+        conn = self.conns[w]
+        try:
+            while conn.poll(0):
+                message = pickle.loads(conn.recv_bytes())
+                delivered.add(message[1])
+                if message[0] != ERROR and message[5]:
+                    _, fds, _, _ = socket.recv_fds(self.socks[w], 1, 1)
+                    for fd in fds:
+                        os.close(fd)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            pass
+        for index, start, stop in self.given[w]:
+            if index not in delivered:
+                return f"while computing positions [{start}, {stop})"
+        return "while idle"
+
     def _died(self, w: int, bounds: tuple[int, int]) -> WorkerError:
         proc = self.procs[w]
         proc.join(_TERM_S)
+        doing = self._last_task(w)
+        needed = f"positions [{bounds[0]}, {bounds[1]})"
+        if not doing.endswith(needed):
+            doing += f"; the loader needed {needed} next"
         return WorkerError(
-            f"thresher {self.where(w)} died ({_exit_reason(proc.exitcode)}) while the loader waited for "
-            f"positions [{bounds[0]}, {bounds[1]}). A worker dies like this when an operation calls "
-            "os._exit or crashes the interpreter (segmentation fault), or when the system kills it "
-            "(out of memory). The iterator is closed; to go on, restore the last get_state() into a "
-            "new iterator"
+            f"thresher {self.where(w)} died ({_exit_reason(proc.exitcode)}) {doing}. A worker dies "
+            "like this when an operation calls os._exit or crashes the interpreter (segmentation fault), "
+            "or when the system kills it (out of memory). The iterator is closed; to go on, restore the "
+            "last get_state() into a new iterator"
         )
 
     def receive(self, w: int, index: int, bounds: tuple[int, int]) -> Chunk:
@@ -236,6 +261,7 @@ class _Pool:
             message = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             raise self._died(w, bounds) from None
+        self.given[w].popleft()
         if message[0] == ERROR:
             raise rebuild_exception(message[2], self.where(w))
         _, got, meta, layout, size, has_fd = message
