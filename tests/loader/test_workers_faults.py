@@ -69,7 +69,7 @@ def test_a_worker_killed_mid_epoch_is_a_worker_error_within_seconds(records_path
     it = iter(loader)
     for _ in range(3):
         next(it)
-    victim = _workers()[1]
+    [victim] = [p for p in _workers() if p.name == "thresher-worker-1"]
     os.kill(victim.pid, signal.SIGKILL)
     start = time.monotonic()
     with pytest.raises(WorkerError, match=r"worker 1 of 2 .*exit code -9: killed by SIGKILL"):
