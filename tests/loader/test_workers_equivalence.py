@@ -137,3 +137,21 @@ def test_a_state_saved_with_any_worker_count_restores_with_any_other_in_a_new_pr
 def test_worker_buffer_size_is_checked(records_path: str) -> None:
     with pytest.raises(th.errors.ConfigError, match="worker_buffer_size"):
         wh.build(records_path, workers=2, buffer=0)
+
+
+def _mapped_bytes() -> list[int]:
+    sizes = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "thresher-result" in line:
+                lo, hi = line.split()[0].split("-")
+                sizes.append(int(hi, 16) - int(lo, 16))
+    return sizes
+
+
+def test_keeping_one_leaf_of_a_batch_keeps_only_that_leafs_memory(records_path: str, no_leaks: None) -> None:
+    loader = wh.build(records_path, batch=16, workers=2)
+    kept = [batch["image"][:, 0] for batch in loader]  # a view: keeps its leaf's mapping alive
+    assert len(kept) == len(_mapped_bytes()) == 13
+    assert max(_mapped_bytes()) <= 16 * wh.SIDE * wh.SIDE * 4 + 4096
+    del kept

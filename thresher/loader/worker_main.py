@@ -154,10 +154,10 @@ def run(index: int, spec: WorkerSpec, conn: Connection) -> None:
                 _send_error(conn, chunk_index, e)
                 continue
             try:
-                header = (OK, chunk_index, packed.meta, packed.layout, packed.size, packed.fd is not None)
+                header = (OK, chunk_index, packed.meta, packed.layout, packed.sizes)
                 conn.send_bytes(pickle.dumps(header, protocol=5))
-                if packed.fd is not None:
-                    socket.send_fds(sock, [b"F"], [packed.fd])
+                if packed.fds:
+                    socket.send_fds(sock, [b"F"], packed.fds)
             finally:
                 packed.close()
     except (EOFError, OSError):

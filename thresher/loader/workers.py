@@ -212,6 +212,10 @@ class _Pool:
         except OSError:
             pass  # the worker is gone; receive() reports it
 
+    def _receive_fds(self, w: int, count: int) -> list[int]:
+        _, fds, _, _ = socket.recv_fds(self.socks[w], 1, count)
+        return list(fds)
+
     def _last_task(self, w: int) -> str:
         """What the dead worker ``w`` was doing: the first task it did not deliver."""
         delivered = set()
@@ -220,9 +224,8 @@ class _Pool:
             while conn.poll(0):
                 message = pickle.loads(conn.recv_bytes())
                 delivered.add(message[1])
-                if message[0] != ERROR and message[5]:
-                    _, fds, _, _ = socket.recv_fds(self.socks[w], 1, 1)
-                    for fd in fds:
+                if message[0] != ERROR and message[4]:
+                    for fd in self._receive_fds(w, len(message[4])):
                         os.close(fd)
         except (EOFError, OSError, pickle.UnpicklingError):
             pass
@@ -264,21 +267,22 @@ class _Pool:
         self.given[w].popleft()
         if message[0] == ERROR:
             raise rebuild_exception(message[2], self.where(w))
-        _, got, meta, layout, size, has_fd = message
-        fd = None
-        if has_fd:
+        _, got, meta, layout, sizes = message
+        fds: list[int] = []
+        if sizes:
             try:
-                _, fds, _, _ = socket.recv_fds(self.socks[w], 1, 1)
+                fds = self._receive_fds(w, len(sizes))
             except OSError:
-                fds = []
-            if not fds:
+                pass
+            if len(fds) != len(sizes):
+                for fd in fds:
+                    os.close(fd)
                 raise self._died(w, bounds)
-            fd = fds[0]
         if got != index:
-            if fd is not None:
+            for fd in fds:
                 os.close(fd)
             raise WorkerError(f"internal error: {self.where(w)} sent chunk {got}, expected {index}")
-        chunk = unpack(meta, layout, fd, size)
+        chunk = unpack(meta, layout, sizes, fds)
         assert isinstance(chunk, Chunk)
         return chunk
 
