@@ -2,7 +2,7 @@
 
 Run by test_workers_shm_namespace.py inside a private /dev/shm (a new mount
 namespace), where nothing but this process tree can create entries.
-Usage: python shm_probe.py RECORDS_PATH  ->  prints JSON {"seen": [...], "left": [...]}
+Usage: python -m tests.loader.shm_probe RECORDS_PATH  ->  prints JSON {"seen": [...], "left": [...]}
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import subprocess
 import sys
 import time
 
-import worker_helpers as wh
-
+from tests.loader import worker_helpers as wh
 from thresher.errors import TransformError, WorkerError
 
 seen: set[str] = set()
@@ -45,7 +44,7 @@ def main(path: str) -> None:
     del it
     # A training process killed with SIGKILL while its workers are busy.
     child = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time, worker_helpers as wh\n"
+        "import sys, time\nfrom tests.loader import worker_helpers as wh\n"
         "it = iter(wh.build(sys.argv[1], batch=8, num_epochs=None, extra=(wh.slow,), workers=2))\n"
         "next(it); print('READY', flush=True); time.sleep(600)\n"), path], stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None and child.stdout.readline().startswith("READY")

@@ -16,14 +16,14 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import thresher as th
-import worker_helpers as wh
-from conftest import N_RECORDS, leak_check
+from tests.loader import worker_helpers as wh
+from tests.loader.leaks import leak_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 configs = st.fixed_dictionaries({
-    "n": st.integers(1, N_RECORDS),
+    "n": st.integers(1, wh.N_RECORDS),
     "shuffle": st.booleans(),
     "seed": st.integers(0, 2**64 - 1),
     "num_epochs": st.sampled_from([1, 2]),
@@ -87,13 +87,13 @@ def test_elements_travel_through_shared_memory_when_a_filter_comes_first(records
                                                                         no_leaks: None) -> None:
     loader = wh.build(records_path, batch=None, filter=True, workers=2)
     elements, _ = wh.run(loader)
-    assert len(elements) == sum(1 for i in range(N_RECORDS) if i % 3)
+    assert len(elements) == sum(1 for i in range(wh.N_RECORDS) if i % 3)
     assert all(_mapped(e["image"]) for e in elements)
 
 
 _CHILD = textwrap.dedent("""
     import json, pickle, sys
-    import worker_helpers as wh
+    from tests.loader import worker_helpers as wh
     cfg, state, workers, out = json.loads(sys.argv[1])
     it = iter(wh.build(**cfg, workers=workers))
     it.set_state(state)
@@ -106,7 +106,7 @@ _CHILD = textwrap.dedent("""
 def _restore_in_fresh_process(cfg: dict[str, Any], state: dict[str, Any], workers: int, out: str) -> Any:
     import pickle
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]))
+    env = dict(os.environ, PYTHONPATH=ROOT)
     arg = json.dumps([cfg, state, workers, out])
     proc = subprocess.run([sys.executable, "-c", _CHILD, arg], env=env, capture_output=True, text=True,
                           timeout=60)

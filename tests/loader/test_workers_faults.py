@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import thresher as th
-import worker_helpers as wh
+from tests.loader import worker_helpers as wh
 from thresher.errors import ConfigError, SourceNotFoundError, TransformError, WorkerError
 
 pytestmark = pytest.mark.usefixtures("no_leaks")

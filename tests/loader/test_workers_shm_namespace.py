@@ -41,8 +41,8 @@ def test_worker_results_never_create_a_dev_shm_entry(records_path: str) -> None:
     prefix = _private_shm_prefix()
     if prefix is None:
         pytest.skip("cannot make a private /dev/shm here (needs unshare and mount namespaces)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]))
-    proc = subprocess.run([*prefix, sys.executable, os.path.join(HERE, "shm_probe.py"), records_path],
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.run([*prefix, sys.executable, "-m", "tests.loader.shm_probe", records_path],
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -15,8 +15,8 @@ from typing import Any, Iterator
 import psutil
 import pytest
 
-import worker_helpers as wh
-from conftest import leak_check
+from tests.loader import worker_helpers as wh
+from tests.loader.leaks import leak_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -126,7 +126,7 @@ class TestInProcess:
 
 _TRAIN = textwrap.dedent("""
     import multiprocessing, sys, time
-    import worker_helpers as wh
+    from tests.loader import worker_helpers as wh
     if __name__ == "__main__":
         mode = sys.argv[2]
         it = iter(wh.build(sys.argv[1], batch=8, num_epochs=None, extra=(wh.slow,), workers=2))
@@ -143,7 +143,7 @@ _TRAIN = textwrap.dedent("""
 
 
 def _start(records_path: str, mode: str) -> tuple[subprocess.Popen[str], list[int]]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]))
+    env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.Popen([sys.executable, "-c", _TRAIN, records_path, mode], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     assert proc.stdout is not None

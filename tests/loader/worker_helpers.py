@@ -18,6 +18,7 @@ import thresher as th
 
 SIDE = 32  # a decoded image is 32x32 float32 = 4 KiB: big enough to travel through shared memory
 RECORD_BYTES = SIDE * SIDE + 8
+N_RECORDS = 200  # in the session's records_path file
 
 
 def record(i: int) -> bytes:
