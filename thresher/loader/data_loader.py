@@ -59,6 +59,11 @@ class DataLoader:
         ...                        [lambda x: x * 2, th.Batch(4, drop_remainder=True)])
         >>> [b.shape for b in loader]
         [(4,), (4,)]
+        >>> with_workers = th.DataLoader(loader.data_source, loader.sampler,
+        ...                              [lambda x: x * 2, th.Batch(4, drop_remainder=True)],
+        ...                              worker_count=2)
+        >>> [b.tolist() for b in with_workers] == [b.tolist() for b in loader]
+        True
     """
 
     def __init__(

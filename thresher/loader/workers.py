@@ -28,12 +28,12 @@ Workers are started with the ``forkserver`` method (``spawn`` where there is non
 never with a bare ``fork``: forking a process that runs JAX's threads can deadlock.
 The fork server is a small single-threaded process started once per interpreter
 (when the first DataLoader with workers is made) with thresher's worker module
-preloaded: thresher adds that module to multiprocessing's forkserver preload list,
-keeping any modules already listed. Later iterators (next epoch, set_state) then
+preloaded (and jax, when the main process has imported it): thresher adds them to
+multiprocessing's forkserver preload list, keeping any modules already listed. Later iterators (next epoch, set_state) then
 start their workers in milliseconds. As with any multiprocessing code, each worker
 runs the main module's top level again (as ``__mp_main__``): keep the training loop
-under ``if __name__ == "__main__":``; heavy imports there (jax) slow the start of
-the workers unless they are added with ``multiprocessing.set_forkserver_preload``.
+under ``if __name__ == "__main__":``; heavy imports there slow the start of the
+workers unless they are preloaded (``multiprocessing.set_forkserver_preload``).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import os
 import pickle
 import signal
 import socket
+import sys
 import time
 import weakref
 from collections import deque
@@ -78,11 +79,16 @@ def _context() -> Any:
     if start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        # Keep what the user (or another library) asked to preload; add ours.
+        # Keep what the user (or another library) asked to preload; add ours. Also jax
+        # when this process uses it: each worker runs the main module again, and a
+        # script's `import jax` would otherwise cost every worker about a second. (Its
+        # import starts no thread, so the fork server stays safe to fork.)
         current = getattr(getattr(forkserver, "_forkserver", None), "_preload_modules", None)
         modules = list(current) if current is not None else ["__main__"]
-        if _PRELOAD not in modules:
-            ctx.set_forkserver_preload(modules + [_PRELOAD])
+        wanted = [_PRELOAD] + (["jax"] if "jax" in sys.modules else [])
+        missing = [m for m in wanted if m not in modules]
+        if missing:
+            ctx.set_forkserver_preload(modules + missing)
     return ctx
 
 
