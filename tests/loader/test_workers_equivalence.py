@@ -155,3 +155,13 @@ def test_keeping_one_leaf_of_a_batch_keeps_only_that_leafs_memory(records_path: 
     assert len(kept) == len(_mapped_bytes()) == 13
     assert max(_mapped_bytes()) <= 16 * wh.SIDE * wh.SIDE * 4 + 4096
     del kept
+
+
+def test_empty_streams_and_a_state_at_the_end_start_no_worker(records_path: str, no_leaks: None) -> None:
+    assert wh.run(wh.build(records_path, n=0, workers=2))[0] == []
+    loader = wh.build(records_path, batch=8, workers=3)
+    _, states = wh.run(loader)
+    with iter(loader) as it:
+        it.set_state(states[-1])
+        assert it._producer is not None and it._producer.pids == []  # type: ignore[attr-defined]
+        assert list(it) == []
