@@ -12,7 +12,7 @@ import pytest
 
 import thresher as th
 from tests.loader import worker_helpers as wh
-from thresher.errors import ConfigError, SourceNotFoundError, TransformError, WorkerError
+from thresher.errors import BatchError, ConfigError, SourceNotFoundError, TransformError, WorkerError
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -34,7 +34,9 @@ def _batches_until_error(loader: th.DataLoader, timeout: float = 10.0) -> tuple[
         raise AssertionError("the stream ended without an error") from None
     except Exception as e:
         assert time.monotonic() - start < timeout, f"the error took {time.monotonic() - start:.1f} s"
-        assert it._producer is None, "the iterator must be closed after a worker error"
+        if not isinstance(e, BatchError):
+            assert it._producer is None, "the iterator must be closed after a worker error"
+        it.close()
         return count, e
 
 
@@ -115,3 +117,12 @@ def test_a_file_that_disappears_mid_run_is_a_clear_error(tmp_path: Any) -> None:
     assert "b.array_record" in str(info.value) and "does not exist" in str(info.value)
     assert "worker" in str(info.value) and "Traceback" in str(info.value)
     assert it.get_state()["position"] == 96  # every batch before the missing file was delivered
+
+
+def test_a_batch_that_cannot_be_stacked_fails_at_the_same_batch_for_every_worker_count(
+        records_path: str) -> None:
+    cfg: dict[str, Any] = dict(batch=8, extra=(wh.OddShapeOn(21),), chunk_size=16)
+    n0, e0 = _batches_until_error(wh.build(records_path, **cfg))
+    n2, e2 = _batches_until_error(wh.build(records_path, **cfg, workers=2))
+    assert n0 == n2 == 2 and type(e0) is type(e2) is BatchError
+    assert str(e0) == str(e2) and "position 21" in str(e2)
