@@ -15,6 +15,7 @@ the pool, or died) and ignores SIGINT (Ctrl-C is the main process's to handle).
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import signal
@@ -132,6 +133,10 @@ def _load(spec: WorkerSpec) -> ChunkProcessor:
 def run(index: int, spec: WorkerSpec, conn: Connection) -> None:
     """The worker's main loop (the target of its Process)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:  # a crash in an operation (segfault, abort) prints the worker's Python stack
+        faulthandler.enable()
+    except (AttributeError, ValueError, OSError):
+        pass
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     processor: ChunkProcessor | None = None
     load_error: BaseException | None = None

@@ -64,7 +64,9 @@ def _exit_reason(code: int | None) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        hint = " (the out-of-memory killer sends SIGKILL too)" if -code == signal.SIGKILL else ""
+        crashes = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
+        hint = (" (the out-of-memory killer sends SIGKILL too)" if -code == signal.SIGKILL else
+                " (a crash: the worker printed its Python stack to stderr)" if -code in crashes else "")
         return f"exit code {code}: killed by {name}{hint}"
     return f"exit code {code}"
 
