@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 import thresher as th
@@ -115,18 +115,24 @@ def _restore_in_fresh_process(cfg: dict[str, Any], state: dict[str, Any], worker
         return pickle.load(f)
 
 
+_FILTERED = dict(n=150, shuffle=True, seed=7, num_epochs=2, shards=(1, 2), shard_drop=False, batch=8,
+                 drop_remainder=False, filter=True, random_map=True, batch_op=True, chunk_size=None, buffer=2)
+
+
 # Each example starts a Python process: no shrinking (a failure prints its example anyway).
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
           phases=[Phase.explicit, Phase.reuse, Phase.generate])
-@given(cfg=configs, wa=st.integers(0, 3), wb=st.integers(0, 3), data=st.data())
+@given(cfg=configs, wa=st.integers(0, 3), wb=st.integers(0, 3), where=st.floats(0, 1))
+@example(cfg=_FILTERED, wa=2, wb=3, where=0.4)
+@example(cfg={**_FILTERED, "filter": False, "drop_remainder": True}, wa=3, wb=1, where=0.7)
 def test_a_state_saved_with_any_worker_count_restores_with_any_other_in_a_new_process(
         records_path: str, tmp_path: Any, _helpers_started: None, cfg: dict[str, Any], wa: int, wb: int,
-        data: st.DataObject) -> None:
+        where: float) -> None:
     cfg = _clean(cfg)
     cfg["paths"] = records_path
     with leak_check(timeout=5.0):
         ref, ref_states = wh.run(wh.build(**cfg, workers=0))
-        k = data.draw(st.integers(0, len(ref)), label="batches before the checkpoint")
+        k = int(where * len(ref))
         state = wh.checkpoint(wh.build(**cfg, workers=wa), k)
         json.dumps(state)  # a checkpoint is JSON
         batches, end_state = _restore_in_fresh_process(cfg, state, wb, str(tmp_path / f"out-{wa}-{wb}.pkl"))
