@@ -126,3 +126,22 @@ def test_a_batch_that_cannot_be_stacked_fails_at_the_same_batch_for_every_worker
     n2, e2 = _batches_until_error(wh.build(records_path, **cfg, workers=2))
     assert n0 == n2 == 2 and type(e0) is type(e2) is BatchError
     assert str(e0) == str(e2) and "position 21" in str(e2)
+
+
+def test_a_pipeline_the_workers_cannot_load_is_a_worker_error(tmp_path: Any) -> None:
+    import importlib.util
+    import sys
+
+    (tmp_path / "elsewhere_ops.py").write_text("def double(x):\n    return x * 2\n")
+    spec = importlib.util.spec_from_file_location("elsewhere_ops", tmp_path / "elsewhere_ops.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["elsewhere_ops"] = module  # importable here, not on the workers' sys.path
+    try:
+        spec.loader.exec_module(module)
+        loader = th.DataLoader(th.sources.RangeDataSource(0, 8), th.IndexSampler(8), [module.double, th.Batch(4)],
+                               worker_count=2)
+        with pytest.raises(WorkerError, match=r"could not load the pipeline .*elsewhere_ops"):
+            next(iter(loader))
+    finally:
+        del sys.modules["elsewhere_ops"]
