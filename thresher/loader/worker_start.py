@@ -31,7 +31,13 @@ _PRELOAD = "thresher.loader.worker_main"
 
 
 def start_method() -> str:
-    """``forkserver`` where the platform has it (Linux, macOS), else ``spawn``."""
+    """``forkserver`` where the platform has it (Linux, macOS), else ``spawn``.
+
+    Example:
+        >>> from thresher.loader.worker_start import start_method
+        >>> start_method() in ("forkserver", "spawn")
+        True
+    """
     return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
