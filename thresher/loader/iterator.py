@@ -60,8 +60,13 @@ class DataLoaderIterator:
         self._producer = self._loader._make_producer(position)
 
     def close(self) -> None:
-        """Stops the producer (and its workers); further ``next`` raises StopIteration."""
+        """Stops the producer (and its workers); further ``next`` raises StopIteration.
+
+        Batches computed ahead and not yet returned are dropped (their memory freed).
+        """
         self._closed = True
+        if self._batcher.pending:
+            self._batcher = Batcher(self._plan.batch)
         if self._producer is not None:
             producer, self._producer = self._producer, None
             producer.close()
