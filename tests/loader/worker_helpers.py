@@ -96,8 +96,12 @@ def build(paths: Any, *, n: int | None = None, shuffle: bool = False, seed: int 
           num_epochs: int | None = 1, shards: tuple[int, int] = (0, 1), shard_drop: bool = False,
           batch: int | None = 8, drop_remainder: bool = False, filter: bool = False,
           random_map: bool = False, batch_op: bool = False, extra: tuple[Any, ...] = (),
-          workers: int = 0, chunk_size: int | None = None, buffer: int = 2) -> th.DataLoader:
-    """A DataLoader over ArrayRecord ``paths``; every option of the equivalence tests."""
+          workers: int = 0, chunk_size: int | None = 64, buffer: int = 2) -> th.DataLoader:
+    """A DataLoader over ArrayRecord ``paths``; every option of the equivalence tests.
+
+    Chunks of 64 positions by default, so that the small test datasets are cut into
+    enough chunks to keep every worker busy (pass None for the loader's default).
+    """
     source = th.sources.ArrayRecordSource(paths)
     sampler = th.IndexSampler(len(source) if n is None else n, shuffle=shuffle, seed=seed,
                               num_epochs=num_epochs,
