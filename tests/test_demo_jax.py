@@ -15,11 +15,11 @@ pytest.importorskip("orbax.checkpoint")
 pytest.importorskip("sklearn")
 
 
-@pytest.mark.parametrize("processes", [1, 2])
-def test_jax_demo_restores_the_loss_curve_bit_for_bit(tmp_path, processes: int) -> None:
+@pytest.mark.parametrize("processes, workers", [(1, 2), (2, 0)])  # (1, 2): the README's command
+def test_jax_demo_restores_the_loss_curve_bit_for_bit(tmp_path, processes: int, workers: int) -> None:
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-m", "thresher.demo", "--processes", str(processes), "--jax",
-                           "--epochs", "2", "--data-dir", str(tmp_path)],
+                           "--workers", str(workers), "--epochs", "2", "--data-dir", str(tmp_path)],
                           capture_output=True, text=True, cwd=REPO, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "identical, bit for bit" in proc.stdout
