@@ -46,6 +46,15 @@ def test_several_files_form_one_index_space(tmp_path_factory, lengths: list[int]
     assert [src[k] for k in keys] == [expected[k] for k in keys]
 
 
+def test_runs_duplicates_and_reversed_keys(tmp_path) -> None:
+    """Range reads for consecutive keys, per-key reads otherwise: the same records either way."""
+    p = str(tmp_path / "a.array_record")
+    records = _write(p, 50)
+    src = th.sources.ArrayRecordSource(p)
+    for keys in ([10, 11, 12, 13], [13, 12, 11, 10], [3, 3, 5], [7, 8], [8, 7], [0, 2, 1, 3], list(range(50))):
+        assert src.__getitems__(keys) == [records[k] for k in keys], keys
+
+
 def test_list_of_paths_keeps_the_given_order(tmp_path) -> None:
     a, b = str(tmp_path / "b.ar"), str(tmp_path / "a.ar")
     ra, rb = _write(a, 3, b"A"), _write(b, 2, b"B")
