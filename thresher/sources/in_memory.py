@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from thresher.sources.protocol import check_key
+from thresher.sources.protocol import check_key, check_keys
 
 __all__ = ["InMemoryDataSource"]
 
@@ -32,14 +32,8 @@ class InMemoryDataSource:
         return self._elements[check_key(record_key, len(self._elements), repr(self))]
 
     def __getitems__(self, record_keys: Sequence[int]) -> list[Any]:
-        n = len(self._elements)
         els = self._elements
-        out = []
-        for k in record_keys:
-            if not 0 <= k < n:
-                check_key(k, n, repr(self))
-            out.append(els[k])
-        return out
+        return [els[k] for k in check_keys(record_keys, len(els), repr(self)).tolist()]
 
     def __repr__(self) -> str:
         return f"InMemoryDataSource(<{len(self._elements)} elements>)"

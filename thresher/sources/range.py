@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from thresher.errors import ConfigError
-from thresher.sources.protocol import check_key
+from thresher.sources.protocol import check_key, check_keys
 
 __all__ = ["RangeDataSource"]
 
@@ -35,14 +35,8 @@ class RangeDataSource:
 
     def __getitems__(self, record_keys: Sequence[int]) -> list[int]:
         r = self._range
-        n = len(r)
-        start, step = r.start, r.step
-        out = []
-        for k in record_keys:
-            if not 0 <= k < n:
-                check_key(k, n, repr(self))
-            out.append(start + k * step)
-        return out
+        keys = check_keys(record_keys, len(r), repr(self))
+        return (keys * r.step + r.start).tolist()
 
     def __repr__(self) -> str:
         r = self._range
