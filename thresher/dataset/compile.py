@@ -97,6 +97,7 @@ class _Stage:
     randomized: bool = False
     lost: str | None = None  # the step that made the stage iterable-only
     steps: list[str] = field(default_factory=list)
+    batched_source: bool = False  # the source's elements are batches (a closed batched stage)
 
     @property
     def bare(self) -> bool:
@@ -163,7 +164,8 @@ def _close(stage: _Stage, ctx: _Context, why: str) -> _Stage:
     index = len(ctx.stages)
     ctx.stages.append(f"stage {index}: {_stage_line(stage)}")
     view = StageView(stage.processor(), f"stage {index}")
-    return _Stage(view, f"StageView(stage {index})", endless_source=stage.endless)
+    return _Stage(view, f"StageView(stage {index})", endless_source=stage.endless,
+                  batched_source=stage.batch is not None or stage.batched_source)
 
 
 def _random_seed(node: N.RandomMap, ctx: _Context) -> int:
@@ -271,7 +273,7 @@ def _step(stage: _Stage, node: N.Node, ctx: _Context) -> _Stage:
         stage.steps.append(repr(stage.batch))
         return stage
     if isinstance(node, N.MapBatch):
-        if stage.batch is None:
+        if stage.batch is None and not stage.batched_source:
             raise ConfigError(f"{at}: map_batch maps whole batches; put it after batch()")
         stage.add_op(MapTransform(fused_map(node.fns)), node.describe())
         return stage
