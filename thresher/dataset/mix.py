@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any, Sequence
 
 import numpy as np
@@ -43,15 +44,19 @@ DOMAIN_MIX = 0x4D495820  # "MIX "
 
 
 def quotas(weights: Sequence[float], period: int) -> list[int]:
-    """The weights as whole slots of a period (largest remainder; ties to the first)."""
-    w = np.asarray(weights, dtype=np.float64)
-    exact = w / w.sum() * period
-    q = np.floor(exact).astype(np.int64)
-    rest = period - int(q.sum())
+    """The weights as whole slots of a period (largest remainder; ties to the first).
+
+    Computed in exact rational arithmetic, so ties are real ties on every machine.
+    """
+    w = [Fraction(x) for x in weights]
+    total = sum(w)
+    exact = [x / total * period for x in w]
+    q = [int(e) for e in exact]  # floor: all >= 0
+    rest = period - sum(q)
     order = sorted(range(len(w)), key=lambda j: (-(exact[j] - q[j]), j))
     for j in order[:rest]:
         q[j] += 1
-    return [int(x) for x in q]
+    return q
 
 
 def _smooth_pattern(q: list[int]) -> np.ndarray:
