@@ -24,7 +24,7 @@ C = th.errors.ConfigError
     (lambda: D.range(5).shard(th.ShardOptions(0, 2)).shard(th.ShardOptions(0, 2)), "already sharded"),
     (lambda: D.mix([D.range(3).shard(th.ShardOptions(0, 2))]), "shard the mix"),
 ], ids=lambda v: v if isinstance(v, str) else "")
-def test_unsupported_orders_raise_clear_errors(make, match: str) -> None:  # noqa: ANN001
+def test_unsupported_orders_raise_clear_errors(make, match: str) -> None:
     with pytest.raises(C, match=match):
         list(make())
 

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import thresher as th
-from thresher.dataset.interleave import interleave_order, reference_order
 from tests.dataset.spec import build, decode_int, run_fresh_many, take
+from thresher.dataset.interleave import interleave_order, reference_order
 
 D = th.Dataset
 

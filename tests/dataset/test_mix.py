@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import thresher as th
-from thresher.dataset.mix import MixSchedule
 from tests.dataset.spec import build, run_fresh_many, take
+from thresher.dataset.mix import MixSchedule
 
 D = th.Dataset
 

@@ -57,7 +57,7 @@ def test_map_random_map_filter() -> None:
 
 
 def test_random_map_before_shuffle_is_fixed_after_repeat_draws_anew() -> None:
-    draw = lambda x, rng: (x, int(rng.integers(10**9)))  # noqa: E731
+    draw = lambda x, rng: (x, int(rng.integers(10**9)))
     fixed = _ints(D.range(10).random_map(draw, seed=1).shuffle(seed=2).repeat(2))
     fresh = _ints(D.range(10).shuffle(seed=2).repeat(2).random_map(draw, seed=1))
     # random_map before the shuffle is a view: each element keeps its draw in every epoch

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import thresher as th
-from thresher.dataset import nodes as N
 from tests.helpers import digest
+from thresher.dataset import nodes as N
 
 D = th.Dataset
 
@@ -21,18 +21,18 @@ def _same(ds: th.Dataset) -> list[str]:
     return on
 
 
-def add_one(x):  # noqa: ANN001, ANN201 - works on ints and on batches alike
+def add_one(x):
     return x + 1
 
 
-def halve(x):  # noqa: ANN001, ANN201
+def halve(x):
     return x / 2
 
 
 def test_batchable_maps_run_once_per_batch() -> None:
     calls = []
 
-    def counted(x):  # noqa: ANN001, ANN202
+    def counted(x):
         calls.append(np.shape(x))
         return x * 3
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import thresher as th
-from thresher.dataset.packing import pack_window
 from tests.dataset.spec import build, run_fresh_many, take, tokens_of
+from thresher.dataset.packing import pack_window
 
 D = th.Dataset
 

@@ -44,7 +44,7 @@ from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.array_record_writer import ArrayRecordWriter
 from thresher.sources.protocol import read_many
 
-__all__ = ["MemoryCacheView", "DiskCacheView", "build_disk_cache", "element_nbytes"]
+__all__ = ["DiskCacheView", "MemoryCacheView", "build_disk_cache", "element_nbytes"]
 
 _META_VERSION = 1
 

@@ -48,7 +48,13 @@ from thresher.loader.state import stream_identity
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.samplers.seeds import DOMAIN_OPERATION, derive_seed
 from thresher.samplers.sharding import ShardOptions
-from thresher.transforms import Batch, FilterTransform, MapTransform, RandomMapTransform, plan_operations
+from thresher.transforms import (
+    Batch,
+    FilterTransform,
+    MapTransform,
+    RandomMapTransform,
+    plan_operations,
+)
 
 __all__ = ["Compiled", "CompiledLoader", "PackFront", "compile_chain", "component_view"]
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 from thresher.dataset.nodes import fn_name
 
-__all__ = ["fused_map", "fused_filter"]
+__all__ = ["fused_filter", "fused_map"]
 
 
 def _compose2(f: Callable[[Any], Any], g: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -19,9 +19,27 @@ from typing import Any, Callable, Sequence
 from thresher.samplers.sharding import ShardOptions
 from thresher.transforms.operations import describe
 
-__all__ = ["Node", "Source", "Mix", "Interleave", "Shuffle", "Repeat", "Slice", "Map", "RandomMap", "Filter",
-           "BatchNode", "MapBatch", "Shard", "Prefetch", "Cache", "Pack", "describe_chain", "fn_name",
-           "SOURCE_NODES"]
+__all__ = [
+    "SOURCE_NODES",
+    "BatchNode",
+    "Cache",
+    "Filter",
+    "Interleave",
+    "Map",
+    "MapBatch",
+    "Mix",
+    "Node",
+    "Pack",
+    "Prefetch",
+    "RandomMap",
+    "Repeat",
+    "Shard",
+    "Shuffle",
+    "Slice",
+    "Source",
+    "describe_chain",
+    "fn_name",
+]
 
 
 def fn_name(fn: Any) -> str:

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from thresher.dataset import nodes as N
 
-__all__ = ["identity", "optimize", "explain_text"]
+__all__ = ["explain_text", "identity", "optimize"]
 
 
 def identity(x: Any) -> Any:

@@ -35,7 +35,7 @@ from thresher.errors import ConfigError, TransformError
 from thresher.loader.chunk import ChunkProcessor
 from thresher.sources.protocol import check_key
 
-__all__ = ["PackedBlock", "PackingStats", "PackView", "pack_window"]
+__all__ = ["PackView", "PackedBlock", "PackingStats", "pack_window"]
 
 TOKENS, SEGMENT_IDS, POSITIONS = "tokens", "segment_ids", "positions"
 _ROW_BITS = 24  # rows of one window are numbered below 2**24

@@ -32,7 +32,7 @@ from thresher.loader.iterator import apply_batch_ops
 from thresher.sources.protocol import check_key, read_many
 from thresher.transforms.random_map import RecordRng
 
-__all__ = ["ENDLESS", "StageView", "SliceView", "view_length"]
+__all__ = ["ENDLESS", "SliceView", "StageView", "view_length"]
 
 # The length an endless view reports, so that an engine sampler can read it; the
 # Dataset knows it is endless and never reports it as a length.
