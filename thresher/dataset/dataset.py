@@ -169,14 +169,31 @@ class Dataset:
         return Dataset(self._nodes + (make(len(self._nodes)),), optimize=self._optimize)
 
     def shuffle(self, seed: int) -> "Dataset":
-        """A global shuffle: a keyed bijection of positions (O(1) memory), new every epoch."""
+        """A global shuffle: a keyed bijection of positions (O(1) memory), new every epoch.
+
+        Only maps and filters may come before it in a stage (they commute with it);
+        after a random map, a batch or a repeat it shuffles the elements of what
+        came before (a new stage).
+
+        Example:
+            >>> import thresher as th
+            >>> sorted(th.Dataset.range(5).shuffle(seed=7))
+            [0, 1, 2, 3, 4]
+        """
         s = check_seed(seed, "shuffle seed")
         return self._then(lambda at: N.Shuffle(at=at, seed=s))
 
     def repeat(self, num_epochs: int | None = None) -> "Dataset":
         """Repeats ``num_epochs`` times (None: forever). Each epoch is reshuffled and
         random maps draw anew (everything since the last stage boundary sees the
-        repeated positions). Put it before ``batch``."""
+        repeated positions). Put it before ``batch``.
+
+        Example:
+            >>> import thresher as th
+            >>> ds = th.Dataset.range(3).shuffle(seed=1).repeat(2)
+            >>> len(ds), sorted(ds)
+            (6, [0, 0, 1, 1, 2, 2])
+        """
         n = None if num_epochs is None else _positive_int(num_epochs, "repeat num_epochs")
         return self._then(lambda at: N.Repeat(at=at, num_epochs=n))
 
@@ -185,19 +202,37 @@ class Dataset:
 
         ``batchable=True`` promises that ``fn`` on a stacked batch equals ``fn`` on
         each element, stacked; the optimiser may then run it once per batch.
+
+        Example:
+            >>> import thresher as th
+            >>> [b.tolist() for b in th.Dataset.range(4).map(lambda x: x * 10, batchable=True).batch(2)]
+            [[0, 10], [20, 30]]
         """
         _callable(fn, "map")
         return self._then(lambda at: N.Map(at=at, fns=(fn,), batchable=bool(batchable)))
 
     def random_map(self, fn: Callable[[Any, np.random.Generator], Any], *, seed: int | None = None) -> "Dataset":
         """``fn(element, rng)`` with a generator seeded from (seed, step, position):
-        the same draw for the same position, whatever the worker count or restart."""
+        the same draw for the same position, whatever the worker count or restart.
+
+        Example:
+            >>> import thresher as th
+            >>> ds = th.Dataset.range(3).random_map(lambda x, rng: x + rng.random(), seed=1)
+            >>> list(ds) == list(ds)
+            True
+        """
         _callable(fn, "random_map")
         s = None if seed is None else check_seed(seed, "random_map seed")
         return self._then(lambda at: N.RandomMap(at=at, fn=fn, seed=s))
 
     def filter(self, predicate: Callable[[Any], Any]) -> "Dataset":
-        """Keeps the elements for which ``predicate`` is true (makes the dataset iterable-only)."""
+        """Keeps the elements for which ``predicate`` is true (makes the dataset iterable-only).
+
+        Example:
+            >>> import thresher as th
+            >>> list(th.Dataset.range(6).filter(lambda x: x % 2))
+            [1, 3, 5]
+        """
         _callable(predicate, "filter")
         return self._then(lambda at: N.Filter(at=at, fns=(predicate,)))
 
@@ -207,6 +242,12 @@ class Dataset:
 
         ``pad_to`` (``"max"``, an int for the first axis, or a tuple per axis) pads
         variable-shaped array leaves with ``padding_value`` first.
+
+        Example:
+            >>> import numpy as np, thresher as th
+            >>> ds = th.Dataset.source([np.ones(1), np.ones(3)]).batch(2, pad_to="max")
+            >>> ds[0].tolist()
+            [[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
         """
         Batch(batch_size, drop_remainder)  # validates
         if pad_to is not None:
@@ -215,12 +256,24 @@ class Dataset:
                                                  pad_to=pad_to, padding_value=padding_value))
 
     def map_batch(self, fn: Callable[[Any], Any]) -> "Dataset":
-        """Applies a vectorised ``fn`` to every batch (after ``batch``)."""
+        """Applies a vectorised ``fn`` to every batch (after ``batch``).
+
+        Example:
+            >>> import thresher as th
+            >>> [b.tolist() for b in th.Dataset.range(4).batch(2).map_batch(lambda b: b * 2)]
+            [[0, 2], [4, 6]]
+        """
         _callable(fn, "map_batch")
         return self._then(lambda at: N.MapBatch(at=at, fns=(fn,)))
 
     def slice(self, start: int | None = None, stop: int | None = None, step: int | None = None) -> "Dataset":
-        """Elements ``start:stop:step`` (like ``ds[start:stop:step]``); needs random access."""
+        """Elements ``start:stop:step`` (like ``ds[start:stop:step]``); needs random access.
+
+        Example:
+            >>> import thresher as th
+            >>> list(th.Dataset.range(10).slice(1, 8, 3)), list(th.Dataset.range(10)[::4])
+            ([1, 4, 7], [0, 4, 8])
+        """
         if step == 0:
             raise ConfigError("slice step must not be 0")
         for v in (start, stop, step):
@@ -230,14 +283,27 @@ class Dataset:
 
     def shard(self, options: ShardOptions) -> "Dataset":
         """This process's shard of the stream (DESIGN.md: blocks of the global stream
-        dealt to shards). It applies to the whole pipeline wherever it is written."""
+        dealt to shards). It applies to the whole pipeline wherever it is written.
+
+        Example:
+            >>> import thresher as th
+            >>> [list(th.Dataset.range(6).shard(th.ShardOptions(i, 2))) for i in range(2)]
+            [[0, 2, 4], [1, 3, 5]]
+        """
         if not isinstance(options, ShardOptions):
             raise ConfigError(f"shard takes a thresher.ShardOptions, got {options!r}")
         return self._then(lambda at: N.Shard(at=at, options=options))
 
     def prefetch(self, worker_count: int = 0, buffer: int = 2) -> "Dataset":
         """Computes ahead in ``worker_count`` processes, ``buffer`` chunks each. It
-        changes speed only, never the elements; it applies to the whole pipeline."""
+        changes speed only, never the elements; it applies to the whole pipeline
+        (a mix or interleave component's own prefetch is ignored).
+
+        Example:
+            >>> import thresher as th
+            >>> th.Dataset.range(3).prefetch(worker_count=0).nodes[-1].describe()
+            'prefetch(worker_count=0, buffer=2)'
+        """
         w = _positive_int(worker_count, "prefetch worker_count", 0)
         b = _positive_int(buffer, "prefetch buffer")
         return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b))
@@ -245,7 +311,14 @@ class Dataset:
     def cache(self, path: str | os.PathLike[str] | None = None, *, max_bytes: int | None = None,
               serializer: Any = None) -> "Dataset":
         """Caches the elements so far: in memory (per process), or in an ArrayRecord
-        file at ``path`` (built once, atomically). See ``thresher.dataset.cache``."""
+        file at ``path`` (built once, atomically). See ``thresher.dataset.cache``.
+
+        Example:
+            >>> import thresher as th
+            >>> ds = th.Dataset.range(4).map(lambda x: x ** 2).cache().shuffle(seed=0).repeat(2)
+            >>> sorted(ds)
+            [0, 0, 1, 1, 4, 4, 9, 9]
+        """
         if max_bytes is not None:
             _positive_int(max_bytes, "cache max_bytes", 0)
         if serializer is not None and not (hasattr(serializer, "dumps") and hasattr(serializer, "loads")):
@@ -259,13 +332,26 @@ class Dataset:
 
         ``window``: positions packed together; larger packs tighter, and restoring
         re-packs at most one window.
+
+        Example:
+            >>> import numpy as np, thresher as th
+            >>> docs = th.Dataset.source([np.arange(1, 4), np.arange(1, 3), np.arange(1, 5)])
+            >>> [row["tokens"].tolist() for row in docs.pack(5)]
+            [[1, 2, 3, 1, 2], [1, 2, 3, 4, 0]]
         """
         n = _positive_int(seq_len, "pack seq_len")
         w = _positive_int(window, "pack window")
         return self._then(lambda at: N.Pack(at=at, seq_len=n, window=w, truncate=bool(truncate)))
 
     def with_options(self, *, optimize: bool = True) -> "Dataset":
-        """The same chain with static optimisation on or off (the output is the same)."""
+        """The same chain with static optimisation on or off (the output is the same).
+
+        Example:
+            >>> import thresher as th
+            >>> ds = th.Dataset.range(4).map(abs).map(abs)
+            >>> len(ds.optimized_nodes()), len(ds.with_options(optimize=False).optimized_nodes())
+            (2, 3)
+        """
         return Dataset(self._nodes, optimize=optimize)
 
     def with_mix_weights(self, weights: Sequence[float]) -> "Dataset":
