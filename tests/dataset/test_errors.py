@@ -85,3 +85,21 @@ def test_errors_in_user_functions_name_the_operation_and_position() -> None:
         list(D.range(10).map(bad))
     with pytest.raises(th.errors.TransformError, match="seven"):
         list(D.range(10).map(abs).shuffle(seed=1)[0:10].map(bad))
+
+
+def test_a_state_moves_between_kinds_of_source_and_of_cache(tmp_path) -> None:
+    records = list(range(100, 140))
+    path = str(tmp_path / "r.array_record")
+    th.sources.write_array_record(path, [np.int64(x).tobytes() for x in records])
+
+    def decode(b: object) -> int:
+        return int(np.frombuffer(b, dtype=np.int64)[0]) if isinstance(b, bytes) else int(b)  # type: ignore[arg-type]
+
+    on_disk = D.source(th.sources.ArrayRecordSource(path)).map(decode).cache().shuffle(seed=1).batch(4)
+    in_memory = D.source([np.int64(x).tobytes() for x in records]).map(decode).cache(str(tmp_path / "c")).shuffle(
+        seed=1).batch(4)
+    it = iter(on_disk)
+    next(it)
+    it2 = iter(in_memory)
+    it2.set_state(it.get_state())
+    assert [b.tolist() for b in it2] == [b.tolist() for b in it]

@@ -55,6 +55,10 @@ class Node:
     def describe(self) -> str:
         raise NotImplementedError
 
+    def identity(self) -> str:
+        """What this step contributes to the fingerprint (``describe()`` unless noted)."""
+        return self.describe()
+
 
 @dataclass(frozen=True)
 class Source(Node):
@@ -62,6 +66,11 @@ class Source(Node):
 
     def describe(self) -> str:
         return f"source({type(self.source).__name__}, len={len(self.source)})"
+
+    def identity(self) -> str:
+        # As in the engine's fingerprint, only the length: the same records may move
+        # between kinds of source (an in-memory copy, other files) and keep the state.
+        return f"source(len={len(self.source)})"
 
 
 @dataclass(frozen=True)
@@ -198,6 +207,9 @@ class Cache(Node):
         where = "memory" if self.path is None else "disk"
         return f"cache({where})"
 
+    def identity(self) -> str:
+        return "cache()"  # where the cache lives changes no element and no position
+
 
 @dataclass(frozen=True)
 class Pack(Node):
@@ -217,4 +229,6 @@ _NOT_IN_FINGERPRINT = (Shard, Prefetch)
 
 def describe_chain(nodes: Sequence[Node], *, for_fingerprint: bool = False) -> list[str]:
     """One line per node; with ``for_fingerprint``, only what defines the stream."""
-    return [n.describe() for n in nodes if not (for_fingerprint and isinstance(n, _NOT_IN_FINGERPRINT))]
+    if for_fingerprint:
+        return [n.identity() for n in nodes if not isinstance(n, _NOT_IN_FINGERPRINT)]
+    return [n.describe() for n in nodes]
