@@ -8,6 +8,9 @@ Run it with ``python -m thresher.demo`` (or ``thresher demo``). It
 3. saves the iterator state mid-epoch as JSON, restores it in a fresh iterator and
    checks that the next batches are bit-identical to the uninterrupted run,
 4. prints test accuracy and records/s.
+
+``--jax`` trains a JAX MLP through ``thresher.jax`` instead, with Orbax checkpoints;
+``--processes 2`` runs it as two JAX processes on localhost (see ``thresher.demo_jax``).
 """
 
 from __future__ import annotations
@@ -119,7 +122,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=0, help="worker processes (0: in process)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--lr", type=float, default=0.3)
+    parser.add_argument("--jax", action="store_true",
+                        help="train a JAX MLP through thresher.jax (global batches, device prefetch, Orbax)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="run the JAX demo as this many JAX processes on localhost (implies --jax)")
+    parser.add_argument("--restore-processes", type=int, default=None,
+                        help="restore the JAX demo's checkpoint on this many processes (default: --processes)")
     args = parser.parse_args(argv)
+    if args.jax or args.processes > 1 or args.restore_processes:
+        from thresher.demo_jax import run
+
+        return run(args)
 
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="thresher-demo-")
     os.makedirs(data_dir, exist_ok=True)

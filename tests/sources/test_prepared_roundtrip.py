@@ -158,7 +158,8 @@ def test_torch_data_loader(tmp_path):
     assert [b["image"].shape for b in batches] == [torch.Size([8, 4, 4, 1])] * 5
     assert batches[0]["image"].dtype == torch.uint8
     assert sorted(torch.cat([b["id"] for b in batches]).tolist()) == list(range(40))
-    workers = torch.utils.data.DataLoader(ds["test"], batch_size=5, num_workers=1)
+    workers = torch.utils.data.DataLoader(ds["test"], batch_size=5, num_workers=1,
+                                          multiprocessing_context="forkserver")  # never fork after jax
     assert sum(len(b["label"]) for b in workers) == 12
 
 

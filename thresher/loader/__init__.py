@@ -8,5 +8,6 @@ Example:
 
 from thresher.loader.data_loader import DataLoader
 from thresher.loader.iterator import DataLoaderIterator
+from thresher.loader.state import slowest_state
 
-__all__ = ["DataLoader", "DataLoaderIterator"]
+__all__ = ["DataLoader", "DataLoaderIterator", "slowest_state"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from thresher.loader.chunk import Chunk
@@ -36,16 +37,27 @@ class Batcher:
         self._size = batch.batch_size if batch is not None else 1
         self._elements: list[Any] = []
         self._positions: list[int] = []
+        self._ready: deque[tuple[Any, int, int]] = deque()  # batches stacked by a worker
 
     def add(self, chunk: Chunk) -> None:
+        if chunk.batches is not None:
+            if self._elements:
+                raise RuntimeError("internal error: stacked batches arrived after a partial batch")
+            size = self._size
+            for i, batch in enumerate(chunk.batches):
+                first = chunk.start + i * size
+                self._ready.append((batch, min(first + size, chunk.stop), first))
+            return
         self._elements.extend(chunk.elements)
         self._positions.extend(chunk.positions.tolist())
 
     @property
     def pending(self) -> int:
-        return len(self._elements)
+        return len(self._elements) + len(self._ready)
 
     def pop(self, final: bool) -> tuple[Any, int, int] | None:
+        if self._ready:
+            return self._ready.popleft()
         n = len(self._elements)
         size = self._size
         if n < size:

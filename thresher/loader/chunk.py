@@ -7,7 +7,7 @@ nothing but its arguments, which is why it can run in any worker, in any order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,12 +23,20 @@ __all__ = ["Chunk", "ChunkProcessor"]
 
 @dataclass
 class Chunk:
-    """The surviving elements of positions [start, stop), in position order."""
+    """The surviving elements of positions [start, stop), in position order.
+
+    A worker may send ``batches`` instead of ``elements``: the chunk's batches, already
+    stacked (consecutive groups of ``batch_size`` positions from ``start``; the last one
+    partial, or left out with ``drop_remainder``). Only when no Filter comes before the
+    Batch and the chunk is a whole number of batches, so they are the very batches the
+    main process would have formed.
+    """
 
     start: int
     stop: int
     positions: np.ndarray  # int64, the positions of ``elements`` (filtered ones removed)
     elements: list[Any]
+    batches: list[Any] | None = field(default=None)
 
 
 def _context(op: Operation, i: int, positions: np.ndarray, keys: np.ndarray, globals_: np.ndarray) -> str:

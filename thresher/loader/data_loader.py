@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from thresher.errors import ConfigError
 from thresher.loader.chunk import ChunkProcessor
@@ -12,6 +12,9 @@ from thresher.loader.producer import InProcessProducer, Producer
 from thresher.loader.state import geometry_of, stream_identity
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.transforms.operations import plan_operations
+
+if TYPE_CHECKING:
+    from thresher.loader.worker_main import WorkerSpec
 
 __all__ = ["DataLoader"]
 
@@ -32,6 +35,17 @@ class DataLoader:
             Batches are identical for every value.
         chunk_size: positions computed in one piece (default: a multiple of the
             batch size of at least 256). It changes speed and memory, never results.
+        worker_buffer_size: chunks each worker computes ahead of the training loop
+            (default 2); memory use is about ``worker_count * worker_buffer_size``
+            chunks. It changes speed and memory, never results.
+
+    With ``worker_count > 0`` the source and the operations before the Batch are
+    pickled with cloudpickle (lambdas and closures work) and run in worker processes
+    (started with forkserver, or spawn; never a bare fork). Arrays come back through
+    shared memory; when a Batch comes before any Filter the workers stack the
+    batches themselves and the training loop gets them without a copy. Operations
+    after the Batch run in this process. Keep the training loop of a script under
+    ``if __name__ == "__main__":``, as with any multiprocessing code.
 
     When a Batch comes before any Filter and the shard options leave ``block_size``
     unset, shards are dealt in blocks of one batch: the P local batches of step t
@@ -45,6 +59,11 @@ class DataLoader:
         ...                        [lambda x: x * 2, th.Batch(4, drop_remainder=True)])
         >>> [b.shape for b in loader]
         [(4,), (4,)]
+        >>> with_workers = th.DataLoader(loader.data_source, loader.sampler,
+        ...                              [lambda x: x * 2, th.Batch(4, drop_remainder=True)],
+        ...                              worker_count=2)
+        >>> [b.tolist() for b in with_workers] == [b.tolist() for b in loader]
+        True
     """
 
     def __init__(
@@ -55,6 +74,7 @@ class DataLoader:
         *,
         worker_count: int = 0,
         chunk_size: int | None = None,
+        worker_buffer_size: int = 2,
     ) -> None:
         if not (hasattr(data_source, "__len__") and hasattr(data_source, "__getitem__")):
             raise ConfigError(f"data_source must have __len__ and __getitem__ (random access); got {data_source!r}")
@@ -79,8 +99,17 @@ class DataLoader:
             chunk_size = unit * max(1, -(-_MIN_CHUNK_RECORDS // unit))
         elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
             raise ConfigError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
+        if isinstance(worker_buffer_size, bool) or not isinstance(worker_buffer_size, int) or worker_buffer_size < 1:
+            raise ConfigError(f"worker_buffer_size must be an int >= 1, got {worker_buffer_size!r}")
         self.chunk_size = chunk_size
+        self.worker_buffer_size = worker_buffer_size
         self._processor = ChunkProcessor(data_source, sampler, self.plan)
+        self._worker_spec: WorkerSpec | None = None
+        if worker_count > 0:
+            from thresher.loader.workers import make_worker_spec, prestart
+
+            self._worker_spec = make_worker_spec(self._processor, chunk_size)
+            prestart()
 
     @cached_property
     def stream(self) -> dict[str, Any]:
@@ -93,7 +122,10 @@ class DataLoader:
         """This process's part of the stream."""
         s = self.sampler
         batch = self.plan.batch
-        aligned = (batch is not None and not self.plan.filter_before_batch
+        # A Filter after the Batch drops whole batches on one process and not another, which
+        # puts the processes' positions out of step just as a Filter before it does.
+        filters = self.plan.filter_before_batch or any(op.kind == "filter" for op in self.plan.batch_ops)
+        aligned = (batch is not None and not filters
                    and (s.block_size == batch.batch_size or s.shard_count == 1))
         return geometry_of(s.shard_index, s.shard_count, s.block_size,
                            batch.batch_size if batch is not None else None,
@@ -105,7 +137,9 @@ class DataLoader:
             return InProcessProducer(self._processor, position, stop, self.chunk_size)
         from thresher.loader.workers import WorkerPoolProducer
 
-        return WorkerPoolProducer(self._processor, position, stop, self.chunk_size, self.worker_count)
+        assert self._worker_spec is not None
+        return WorkerPoolProducer(self._worker_spec, position, stop, self.chunk_size, self.worker_count,
+                                  self.worker_buffer_size)
 
     def __iter__(self) -> DataLoaderIterator:
         return DataLoaderIterator(self)

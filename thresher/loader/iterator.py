@@ -88,8 +88,13 @@ class DataLoaderIterator:
         self._producer = self._loader._make_producer(position)
 
     def close(self) -> None:
-        """Stops the producer (and its workers); further ``next`` raises StopIteration."""
+        """Stops the producer (and its workers); further ``next`` raises StopIteration.
+
+        Batches computed ahead and not yet returned are dropped (their memory freed).
+        """
         self._closed = True
+        if self._batcher.pending:
+            self._batcher = Batcher(self._plan.batch)
         if self._producer is not None:
             producer, self._producer = self._producer, None
             producer.close()
@@ -155,16 +160,21 @@ class DataLoaderIterator:
         loader = self._loader
         return make_state(self._state_position, loader.stream, loader.geometry, self._plan.descriptions)
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False) -> None:
         """Continues with exactly the batch that followed when ``state`` was taken.
 
         Raises InvalidStateError for a malformed state, IncompatibleStateError for a
         state of another stream (naming what differs), GeometryError for a state of
         another shard geometry that cannot be converted exactly. A state from any
         worker count restores under any other.
+
+        ``allow_approximate=True`` opts into a documented approximate restart where
+        an exact one is impossible (see ``thresher.loader.state.restore_position`` and
+        ``slowest_state``): no element is skipped, some are served again.
         """
         loader = self._loader
-        position = restore_position(state, loader.stream, loader.geometry, self._plan.descriptions)
+        position = restore_position(state, loader.stream, loader.geometry, self._plan.descriptions,
+                                    allow_approximate=allow_approximate)
         self._reset(position)
 
     @property

@@ -15,7 +15,7 @@ from typing import Any, Sequence, Union
 import numpy as np
 
 from thresher.errors import CorruptSourceError, SourceError, SourceNotFoundError
-from thresher.sources.protocol import check_key
+from thresher.sources.protocol import check_key, check_keys
 
 __all__ = ["ArrayRecordSource", "resolve_paths"]
 
@@ -150,12 +150,9 @@ class ArrayRecordSource:
         return self._read(f, [k - int(self._starts[f])])[0]
 
     def __getitems__(self, record_keys: Sequence[int]) -> list[bytes]:
-        keys = np.asarray(record_keys, dtype=np.int64)
+        keys = check_keys(record_keys, self._len, repr(self))
         if keys.size == 0:
             return []
-        lo, hi = int(keys.min()), int(keys.max())
-        if lo < 0 or hi >= self._len:
-            check_key(lo if lo < 0 else hi, self._len, repr(self))
         if len(self._paths) == 1:
             return self._read(0, keys.tolist())
         files = np.searchsorted(self._starts, keys, side="right") - 1

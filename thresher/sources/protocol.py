@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol, Sequence, TypeVar, runtime_checkable
 
+import numpy as np
+
 from thresher.errors import RecordKeyError
 
 T_co = TypeVar("T_co", covariant=True)
@@ -27,6 +29,7 @@ __all__ = [
     "supports_batched_reads",
     "read_many",
     "check_key",
+    "check_keys",
 ]
 
 
@@ -72,3 +75,13 @@ def check_key(key: int, length: int, what: str = "source") -> int:
             f"valid keys are 0..{length - 1}"
         )
     return k
+
+
+def check_keys(keys: Sequence[int], length: int, what: str = "source") -> np.ndarray:
+    """Returns ``keys`` as an int64 array, or raises RecordKeyError for the first bad one."""
+    arr = np.asarray(keys, dtype=np.int64)
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= length:
+            check_key(lo if lo < 0 else hi, length, what)
+    return arr

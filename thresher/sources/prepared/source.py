@@ -22,7 +22,7 @@ from thresher.errors import CorruptSourceError, DatasetInfoError, SourceNotFound
 from thresher.features import RecordCodec
 from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.prepared.info import DatasetInfo
-from thresher.sources.protocol import check_key
+from thresher.sources.protocol import check_key, check_keys
 from thresher.splits import AbsoluteInstruction
 
 __all__ = ["PreparedSource"]
@@ -123,12 +123,9 @@ class PreparedSource:
         return self._decode(self._reader[g], k)
 
     def __getitems__(self, record_keys: Sequence[int]) -> list[Any]:
-        keys = np.asarray(record_keys, dtype=np.int64)
+        keys = check_keys(record_keys, self._len, repr(self))
         if keys.size == 0:
             return []
-        lo, hi = int(keys.min()), int(keys.max())
-        if lo < 0 or hi >= self._len:
-            check_key(lo if lo < 0 else hi, self._len, repr(self))
         assert self._reader is not None
         records = self._reader.__getitems__(cast(Sequence[int], self._global(keys)))
         try:

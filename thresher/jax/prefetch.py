@@ -1,0 +1,217 @@
+"""DevicePrefetchIterator: prepare the next batches in a background thread.
+
+The thread takes batches from the wrapped iterator, applies ``transform`` (for
+:func:`thresher.jax.global_batches`, the host-to-device copy) and keeps up to
+``size`` of them ready, so copies overlap the train step. Beside each batch it keeps
+the wrapped iterator's state taken right after that batch; ``get_state()`` returns
+the state of the last batch handed to the caller, never of what is only prefetched,
+so a checkpoint taken through the prefetcher resumes exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import Any
+
+__all__ = ["DevicePrefetchIterator"]
+
+_ITEM, _END, _ERROR = 0, 1, 2
+_POLL_S = 0.05
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _put(q: queue.Queue[tuple[int, Any, Any]], stop: threading.Event, item: tuple[int, Any, Any]) -> None:
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=_POLL_S)
+            return
+        except queue.Full:
+            continue
+
+
+def _produce(source: Iterator[Any], transform: Callable[[Any], Any], has_state: bool,
+             q: queue.Queue[tuple[int, Any, Any]], stop: threading.Event) -> None:
+    # Runs in the prefetch thread. It holds no reference to the DevicePrefetchIterator,
+    # so dropping the last reference to that closes it (its __del__ stops this thread).
+    try:
+        while not stop.is_set():
+            try:
+                batch = next(source)
+            except StopIteration:
+                _put(q, stop, (_END, None, None))
+                return
+            state = source.get_state() if has_state else None  # type: ignore[attr-defined]
+            _put(q, stop, (_ITEM, transform(batch), state))
+    except BaseException as e:  # handed to the caller's thread and raised there
+        _put(q, stop, (_ERROR, e, None))
+
+
+class DevicePrefetchIterator:
+    """Iterates over ``transform(batch)`` for the batches of ``iterator``, ``size`` ahead.
+
+    Args:
+        iterator: an iterable of batches; its ``get_state``/``set_state`` (a
+            DataLoaderIterator has them) pass through, adjusted for prefetching.
+        transform: applied to each batch in the background thread (e.g. the copy to
+            the devices). The default is the identity.
+        size: how many transformed batches to keep ready; 0 transforms each batch in
+            the caller's thread when it is asked for (no thread).
+
+    ``get_state()`` describes the last batch returned by ``next``: restoring it
+    continues with the batch after it, however many were prefetched. ``set_state``
+    stops the thread, restores the wrapped iterator and starts again; ``close`` (or
+    leaving a ``with`` block, or dropping the iterator) stops the thread and closes
+    the wrapped iterator. An exception in the thread is raised by ``next``.
+
+    Example:
+        >>> import thresher as th
+        >>> from thresher.jax import DevicePrefetchIterator
+        >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 10), th.IndexSampler(10), [th.Batch(2)])
+        >>> with DevicePrefetchIterator(iter(loader), lambda b: b * 10, size=2) as it:
+        ...     first = next(it).tolist()
+        ...     state = it.get_state()      # after the first batch, whatever is prefetched
+        >>> first, state["position"]
+        ([0, 10], 2)
+        >>> it = DevicePrefetchIterator(iter(loader), size=2)
+        >>> it.set_state(state)
+        >>> [b.tolist() for b in it]
+        [[2, 3], [4, 5], [6, 7], [8, 9]]
+    """
+
+    def __init__(self, iterator: Iterable[Any], transform: Callable[[Any], Any] = _identity, *,
+                 size: int = 2) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"size (the prefetch depth) must be an int >= 0, got {size!r}")
+        self._source: Iterator[Any] = iter(iterator)
+        self._transform = transform
+        self._size = size
+        self._has_state = callable(getattr(self._source, "get_state", None))
+        self._state: dict[str, Any] | None = self._source.get_state() if self._has_state else None  # type: ignore[attr-defined]
+        self._queue: queue.Queue[tuple[int, Any, Any]] | None = None
+        self._stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._done = False
+
+    @property
+    def size(self) -> int:
+        """The prefetch depth."""
+        return self._size
+
+    @property
+    def iterator(self) -> Iterator[Any]:
+        """The wrapped iterator (do not advance it while this one is in use)."""
+        return self._source
+
+    # -- the thread -----------------------------------------------------------------------
+    def _start(self) -> None:
+        self._queue = queue.Queue(maxsize=self._size)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=_produce, args=(self._source, self._transform, self._has_state, self._queue, self._stop),
+            name="thresher-device-prefetch", daemon=True)
+        self._thread.start()
+
+    def _halt(self) -> None:
+        """Stops the thread and drops what it prepared; the wrapped iterator is idle after."""
+        thread, stop, q = self._thread, self._stop, self._queue
+        self._thread = self._stop = self._queue = None
+        if thread is None or stop is None or q is None:
+            return
+        stop.set()
+        while thread.is_alive():
+            thread.join(timeout=_POLL_S)
+        while True:
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                break
+
+    # -- iteration ----------------------------------------------------------------------------
+    def __iter__(self) -> DevicePrefetchIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self._done:
+            raise StopIteration
+        if self._size == 0:
+            try:
+                batch = next(self._source)
+            except StopIteration:
+                self._done = True
+                raise
+            out = self._transform(batch)
+            if self._has_state:
+                self._state = self._source.get_state()  # type: ignore[attr-defined]
+            return out
+        if self._thread is None:
+            self._start()
+        assert self._queue is not None and self._thread is not None
+        while True:
+            try:
+                kind, value, state = self._queue.get(timeout=1.0)
+                break
+            except queue.Empty:
+                if not self._thread.is_alive():  # cannot happen unless the thread was killed
+                    self._done = True
+                    raise RuntimeError("the device prefetch thread ended without a result") from None
+        if kind == _ITEM:
+            if self._has_state:
+                self._state = state
+            return value
+        self._done = True
+        self._halt()
+        if kind == _ERROR:
+            raise value
+        raise StopIteration
+
+    # -- state --------------------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        """The wrapped iterator's state right after the last batch returned by ``next``."""
+        if self._state is None:
+            raise TypeError(f"the wrapped iterator {type(self._source).__name__} has no get_state()")
+        return copy.deepcopy(self._state)
+
+    def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False) -> None:
+        """Restores the wrapped iterator (see ``DataLoaderIterator.set_state``); drops prefetched batches."""
+        setter = getattr(self._source, "set_state", None)
+        if not callable(setter):
+            raise TypeError(f"the wrapped iterator {type(self._source).__name__} has no set_state()")
+        self._halt()
+        if allow_approximate:
+            setter(state, allow_approximate=True)
+        else:
+            setter(state)
+        self._state = self._source.get_state() if self._has_state else None  # type: ignore[attr-defined]
+        self._done = False
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stops the prefetch thread and closes the wrapped iterator (if it has ``close``)."""
+        self._done = True
+        self._halt()
+        close = getattr(self._source, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> DevicePrefetchIterator:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self._halt()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"DevicePrefetchIterator({self._source!r}, size={self._size})"

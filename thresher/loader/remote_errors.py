@@ -1,0 +1,99 @@
+"""Carrying an exception from a worker process to the main process, with its traceback.
+
+The worker sends the exception and its cause (cloudpickled when they can be), their
+type names and messages, and the formatted traceback text. The main process raises
+an exception of the *same type* as worker_count=0 would have raised:
+
+- a thresher error (TransformError, SourceNotFoundError, BatchError, ...) is rebuilt
+  with the worker's name, pid and traceback appended to its message, its attributes
+  (``record_key``, ``position``) kept and its cause (the user's original exception,
+  e.g. a ValueError) chained as ``__cause__``;
+- any other exception is re-raised as itself with a note (``add_note``) giving the
+  worker and its traceback;
+- an exception that cannot be pickled becomes a WorkerError that quotes it.
+
+Example:
+    >>> from thresher.loader.remote_errors import describe_exception, rebuild_exception
+    >>> try:
+    ...     raise KeyError("k")
+    ... except KeyError as e:
+    ...     info = describe_exception(e)
+    >>> err = rebuild_exception(info, "worker 0 of 2 (pid 1)")
+    >>> type(err).__name__, "worker 0 of 2" in err.__notes__[0]
+    ('KeyError', True)
+"""
+
+from __future__ import annotations
+
+import pickle
+import traceback
+from typing import Any
+
+from thresher.errors import ThresherError, WorkerError
+
+__all__ = ["describe_exception", "rebuild_exception"]
+
+
+def _dumps(obj: object) -> bytes | None:
+    try:
+        import cloudpickle
+
+        return cloudpickle.dumps(obj)
+    except Exception:
+        return None
+
+
+def _loads(data: bytes | None) -> BaseException | None:
+    if data is None:
+        return None
+    try:
+        out = pickle.loads(data)
+    except Exception:
+        return None
+    return out if isinstance(out, BaseException) else None
+
+
+def describe_exception(e: BaseException) -> dict[str, Any]:
+    """What the worker sends for an exception: picklable, plain data."""
+    cause = e.__cause__ if e.__cause__ is not None else e.__context__
+    return {
+        "type": f"{type(e).__module__}.{type(e).__qualname__}",
+        "message": str(e),
+        "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__)),
+        "exception": _dumps(e),
+        "cause": None if cause is None else _dumps(cause),
+    }
+
+
+def rebuild_exception(info: dict[str, Any], where: str) -> BaseException:
+    """The exception to raise in the main process for ``info`` from the worker ``where``.
+
+    ``where`` names the worker, e.g. ``"worker 1 of 2 (pid 1234)"``.
+    """
+    tb = info["traceback"].rstrip()
+    exc = _loads(info.get("exception"))
+    cause = _loads(info.get("cause"))
+    if isinstance(exc, ThresherError):
+        try:
+            rebuilt = type(exc)(f"{exc}\n[raised in thresher {where}; the worker's traceback follows]\n{tb}")
+        except Exception:
+            rebuilt = None
+        if rebuilt is not None:
+            rebuilt.__dict__.update(exc.__dict__)
+            rebuilt.worker_traceback = tb  # type: ignore[attr-defined]
+            rebuilt.__cause__ = cause
+            return rebuilt
+    if exc is not None:
+        if cause is not None:
+            exc.__cause__ = cause
+        note = f"[raised in thresher {where}; the worker's traceback follows]\n{tb}"
+        if hasattr(exc, "add_note"):
+            exc.add_note(note)
+        else:  # Python 3.10
+            exc.__notes__ = [note]  # type: ignore[attr-defined]
+        return exc
+    err = WorkerError(f"thresher {where} raised {info['type']}: {info['message']} "
+                      f"(the exception could not be sent to the main process as it is); "
+                      f"the worker's traceback follows\n{tb}")
+    err.worker_traceback = tb  # type: ignore[attr-defined]
+    return err

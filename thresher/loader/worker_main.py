@@ -1,0 +1,171 @@
+"""What runs inside a worker process: compute chunks, send them back.
+
+A worker receives ``(chunk_index, start, stop)`` tasks on its socket, runs the
+pipeline's pure :class:`~thresher.loader.chunk.ChunkProcessor` on them, in the order
+received, and sends each result back (see :mod:`thresher.loader.shm`: arrays travel
+in shared memory). When the pipeline has a Batch and no Filter before it, the worker
+also stacks the batches itself, so the main process receives finished batches whose
+arrays are views onto shared memory: no copy at all in the main process.
+
+A worker never decides anything: which chunks it computes and in which order they
+are used is the main process's business, which is why the results do not depend on
+the number of workers. It stops when its socket is closed (the main process closed
+the pool, or died) and ignores SIGINT (Ctrl-C is the main process's to handle).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import pickle
+import signal
+import socket
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+import cloudpickle  # noqa: F401  (the payload needs it: imported once, in the fork server)
+import numpy as np
+
+from thresher.errors import BatchError, TransformError, WorkerError
+from thresher.loader.chunk import Chunk, ChunkProcessor
+from thresher.loader.remote_errors import describe_exception
+from thresher.loader.shm import Packed, pack
+
+try:  # what an ArrayRecordSource reads with: imported once, in the fork server
+    from array_record.python import array_record_module  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+__all__ = ["ERROR", "OK", "WorkerSpec", "compute", "run"]
+
+OK, ERROR = "ok", "error"
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What every worker of a DataLoader needs; built once per DataLoader.
+
+    Attributes:
+        payload: the cloudpickled ChunkProcessor (without the operations after the Batch,
+            which run in the main process).
+        stack: workers stack whole batches (a Batch, no Filter before it, and chunks
+            that are a whole number of batches).
+        description: the pipeline, for messages.
+    """
+
+    payload: bytes
+    stack: bool
+    description: str = ""
+
+
+def _stack_batches(processor: ChunkProcessor, chunk: Chunk) -> Chunk:
+    """The chunk with its elements stacked into batches, exactly as the main Batcher would."""
+    batch = processor.plan.batch
+    assert batch is not None
+    b = batch.batch_size
+    elements, positions = chunk.elements, chunk.positions.tolist()
+    n = len(elements)
+    bounds = [(i, min(i + b, n)) for i in range(0, n, b)]
+    if n % b and batch.drop_remainder:
+        bounds.pop()  # the last, partial batch: only the stream's last chunk has one
+    try:
+        batches = [batch.stack(elements[i:j], positions[i:j]) for i, j in bounds]
+    except BatchError:
+        return chunk  # let the main Batcher raise it, at exactly the batch worker_count=0 would
+    return Chunk(chunk.start, chunk.stop, chunk.positions, [], batches)
+
+
+def _record_key(processor: ChunkProcessor, position: int) -> int:
+    sampler = processor.sampler
+    keys, _ = sampler.record_keys(sampler.to_global(np.array([position], dtype=np.int64)))
+    return int(keys[0])
+
+
+def _unpicklable(processor: ChunkProcessor, chunk: Chunk, error: Exception) -> TransformError:
+    ops = processor.plan.record_ops
+    producer = ops[-1].name if ops else "the data source"
+    for element, position in zip(chunk.elements, chunk.positions.tolist()):
+        try:
+            pickle.dumps(element, protocol=5, buffer_callback=lambda _: False)
+        except Exception as e:
+            key = _record_key(processor, position)
+            err = TransformError(
+                f"the element at position {position} (record key {key}) cannot be sent from a worker "
+                f"process to the main process: {type(e).__name__}: {e}. With worker_count > 0, what the "
+                f"per-record operations return (last: {producer}) must be picklable: arrays, numbers, "
+                "strings, bytes, and dicts, lists or tuples of them"
+            )
+            err.record_key, err.position = key, position  # type: ignore[attr-defined]
+            err.__cause__ = e
+            return err
+    return TransformError(f"the results of positions [{chunk.start}, {chunk.stop}) cannot be sent from a "
+                          f"worker process to the main process: {type(error).__name__}: {error}")
+
+
+def compute(processor: ChunkProcessor, stack: bool, start: int, stop: int) -> Packed:
+    """Computes positions [start, stop) and packs the result for sending."""
+    chunk = processor(start, stop)
+    out = _stack_batches(processor, chunk) if stack else chunk
+    try:
+        return pack(out)
+    except Exception as e:
+        raise _unpicklable(processor, chunk, e) from e
+
+
+def _send_error(conn: Connection, index: int, e: BaseException) -> None:
+    conn.send_bytes(pickle.dumps((ERROR, index, describe_exception(e))))
+
+
+def _load(spec: WorkerSpec) -> ChunkProcessor:
+    try:
+        processor = pickle.loads(spec.payload)
+    except BaseException as e:
+        err = WorkerError(
+            f"could not load the pipeline {spec.description} in the worker: {type(e).__name__}: {e}. "
+            "Functions and classes defined in a module are sent by reference: that module must be "
+            "importable in the worker (the main process's sys.path is used)"
+        )
+        err.__cause__ = e
+        raise err from e
+    return processor
+
+
+def run(index: int, spec: WorkerSpec, conn: Connection) -> None:
+    """The worker's main loop (the target of its Process)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:  # a crash in an operation (segfault, abort) prints the worker's Python stack
+        faulthandler.enable()
+    except (AttributeError, ValueError, OSError):
+        pass
+    sock = socket.socket(fileno=os.dup(conn.fileno()))
+    processor: ChunkProcessor | None = None
+    load_error: BaseException | None = None
+    try:
+        processor = _load(spec)
+    except BaseException as e:
+        load_error = e
+    try:
+        while True:
+            task = conn.recv()
+            if task is None:
+                return
+            chunk_index, start, stop = task
+            try:
+                if processor is None:
+                    assert load_error is not None
+                    raise load_error
+                packed = compute(processor, spec.stack, start, stop)
+            except BaseException as e:
+                _send_error(conn, chunk_index, e)
+                continue
+            try:
+                header = (OK, chunk_index, packed.meta, packed.layout, packed.sizes)
+                conn.send_bytes(pickle.dumps(header, protocol=5))
+                if packed.fds:
+                    socket.send_fds(sock, [b"F"], packed.fds)
+            finally:
+                packed.close()
+    except (EOFError, OSError):
+        return  # the main process closed the pool (or died): nothing more to do
+    finally:
+        sock.close()

@@ -1,0 +1,134 @@
+"""Starting workers: the start method, the fork server, and the pickled pipeline.
+
+Workers are started with the ``forkserver`` method (``spawn`` where there is none),
+never with a bare ``fork``: forking a process that runs JAX's threads can deadlock.
+The fork server is a small single-threaded process started once per interpreter
+(when the first DataLoader with workers is made) with thresher's worker module
+preloaded, and jax when the main process has imported it: thresher adds them to
+multiprocessing's forkserver preload list, keeping any modules already listed.
+Later iterators (next epoch, set_state) then start their workers in milliseconds.
+
+As with any multiprocessing code, each worker runs the main module's top level
+again (as ``__mp_main__``): keep the training loop under ``if __name__ ==
+"__main__":``; heavy imports there slow the start of the workers unless they are
+preloaded (``multiprocessing.set_forkserver_preload``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+from dataclasses import replace
+from typing import Any
+
+from thresher.errors import ConfigError
+from thresher.loader.chunk import ChunkProcessor
+from thresher.loader.worker_main import WorkerSpec
+
+__all__ = ["context", "make_worker_spec", "prestart", "start_method"]
+
+_PRELOAD = "thresher.loader.worker_main"
+
+
+def start_method() -> str:
+    """``forkserver`` where the platform has it (Linux, macOS), else ``spawn``.
+
+    Example:
+        >>> from thresher.loader.worker_start import start_method
+        >>> start_method() in ("forkserver", "spawn")
+        True
+    """
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def context() -> Any:
+    """The multiprocessing context workers start in (the fork server set up for them)."""
+    ctx = multiprocessing.get_context(start_method())
+    if start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        # Keep what the user (or another library) asked to preload; add ours. Also jax
+        # when this process uses it: each worker runs the main module again, and a
+        # script's `import jax` would otherwise cost every worker about a second. (Its
+        # import starts no thread, so the fork server stays safe to fork.)
+        current = getattr(getattr(forkserver, "_forkserver", None), "_preload_modules", None)
+        modules = list(current) if current is not None else ["__main__"]
+        wanted = [_PRELOAD] + (["jax"] if "jax" in sys.modules else [])
+        missing = [m for m in wanted if m not in modules]
+        if missing:
+            ctx.set_forkserver_preload(modules + missing)
+    return ctx
+
+
+def prestart() -> None:
+    """Starts the fork server now, so that the first iterator's workers start sooner.
+
+    The server imports thresher while the caller goes on (builds its model, ...).
+    """
+    context()
+    if start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+def _pickle_or_none(obj: Any) -> Exception | None:
+    import cloudpickle
+
+    try:
+        cloudpickle.dumps(obj)
+    except Exception as e:
+        return e
+    return None
+
+
+def _unpicklable_part(processor: ChunkProcessor) -> str:
+    for op in processor.plan.record_ops:
+        if _pickle_or_none(op.fn) is not None:
+            return f"operation {op.index} {op.name}"
+    batch = processor.plan.batch
+    if batch is not None and _pickle_or_none(batch) is not None:
+        return f"the {batch!r}"
+    if _pickle_or_none(processor.source) is not None:
+        return f"the data source {processor.source!r}"
+    return f"the sampler {processor.sampler!r}"
+
+
+def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
+    """Pickles the pipeline for the workers (once per DataLoader).
+
+    Raises ConfigError naming the operation (or the source) that cannot be pickled.
+
+    Example:
+        >>> import threading, thresher as th
+        >>> from thresher.loader.chunk import ChunkProcessor
+        >>> from thresher.loader.workers import make_worker_spec
+        >>> from thresher.transforms import plan_operations
+        >>> lock = threading.Lock()
+        >>> def locked(x):
+        ...     with lock:
+        ...         return x
+        >>> proc = ChunkProcessor(th.sources.RangeDataSource(0, 4), th.IndexSampler(4),
+        ...                       plan_operations([lambda x: x + 1, locked]))
+        >>> try:
+        ...     make_worker_spec(proc, 64)
+        ... except th.errors.ConfigError as e:
+        ...     print(str(e).split(":")[0])
+        operation 1 Map(locked) cannot be sent to worker processes
+    """
+    import cloudpickle
+
+    plan = processor.plan
+    shipped = ChunkProcessor(processor.source, processor.sampler, replace(plan, batch_ops=()))
+    try:
+        payload = cloudpickle.dumps(shipped)
+    except Exception as e:
+        raise ConfigError(
+            f"{_unpicklable_part(shipped)} cannot be sent to worker processes: {type(e).__name__}: {e}. "
+            "With worker_count > 0 the source and the operations before the Batch are pickled "
+            "(with cloudpickle: lambdas and closures are fine) and sent to each worker. Create "
+            "locks, open files, clients and the like lazily inside the operation, or use worker_count=0"
+        ) from e
+    batch = plan.batch
+    stack = batch is not None and not plan.filter_before_batch and chunk_size % batch.batch_size == 0
+    return WorkerSpec(payload, stack, "[" + ", ".join(plan.descriptions) + "]")

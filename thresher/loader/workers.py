@@ -1,0 +1,282 @@
+"""WorkerPoolProducer: chunks computed ahead in worker processes, handed out in order.
+
+Chunk c (a fixed range of positions, counted from where the iterator starts) is
+computed by worker ``c mod W``, and the main process takes the chunks back in the
+order c = 0, 1, 2, ...: each worker's results arrive in the order it computed them,
+so chunk c is always the next message of worker ``c mod W``. Because a chunk is a
+pure function of its range, the batches are bit-identical for every W.
+
+Read-ahead is bounded: each worker has at most ``buffer_size`` chunks given to it and
+not yet taken by the main process. When the main process takes chunk c it hands
+chunk ``c + W * buffer_size`` to the same worker. The main process never waits for
+a chunk that is ready: it reads the next in-order message as soon as it is there.
+
+Failure and shutdown (DESIGN.md, invariants 6 and 7):
+
+- the main process waits on the worker's socket *and* every worker's process
+  sentinel, so a worker that dies (SIGKILL, os._exit, a segfault, the OOM killer)
+  is a WorkerError naming it and its exit code at once, never a hang;
+- an exception in a worker comes back with its traceback (see remote_errors);
+- ``close()`` (also run by a ``weakref.finalize`` when the producer is garbage
+  collected, and at interpreter exit) closes the sockets, which ends idle workers,
+  then terminates and finally kills what is left: no worker outlives it by more than
+  about a second. Workers are daemonic processes and also exit on their own when
+  the main process dies (their socket closes). Shared memory cannot leak (memfd,
+  see shm).
+
+How workers are started (forkserver, preloads): see worker_start.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+import time
+import weakref
+from collections import deque
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from thresher.errors import ConfigError, WorkerError
+from thresher.loader.chunk import Chunk
+from thresher.loader.producer import chunk_bounds
+from thresher.loader.remote_errors import rebuild_exception
+from thresher.loader.shm import unpack
+from thresher.loader.worker_main import ERROR, WorkerSpec, run
+from thresher.loader.worker_start import context, make_worker_spec, prestart, start_method
+
+__all__ = ["DEFAULT_BUFFER_SIZE", "WorkerPoolProducer", "WorkerSpec", "make_worker_spec", "prestart",
+           "start_method"]
+
+DEFAULT_BUFFER_SIZE = 2
+_POLL_S = 1.0  # how often a blocked wait wakes up (worker deaths wake it at once anyway)
+_GRACE_S = 0.05  # idle workers exit on their own this fast once their socket closes
+_TERM_S = 1.0
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is None:
+        return "its connection closed and it did not exit"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        crashes = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
+        hint = (" (the out-of-memory killer sends SIGKILL too)" if -code == signal.SIGKILL else
+                " (a crash: the worker printed its Python stack to stderr)" if -code in crashes else "")
+        return f"exit code {code}: killed by {name}{hint}"
+    return f"exit code {code}"
+
+
+class _Pool:
+    """The worker processes and the main process's ends of their sockets."""
+
+    def __init__(self, spec: WorkerSpec, count: int) -> None:
+        ctx = context()
+        self.count = count
+        self.conns: list[Connection] = []
+        self.socks: list[socket.socket] = []
+        self.procs: list[Any] = []
+        self.pids: list[int] = []
+        self.given: list[deque[tuple[int, int, int]]] = [deque() for _ in range(count)]  # not yet taken back
+        self.closed = False
+        self.owner = os.getpid()
+        try:
+            for w in range(count):
+                parent, child = ctx.Pipe(duplex=True)  # a socket pair: it can carry descriptors
+                self.conns.append(parent)
+                try:
+                    proc = ctx.Process(target=run, args=(w, spec, child), name=f"thresher-worker-{w}",
+                                       daemon=True)
+                    proc.start()
+                    self.procs.append(proc)
+                    self.pids.append(proc.pid)
+                finally:
+                    child.close()
+                self.socks.append(socket.socket(fileno=os.dup(parent.fileno())))
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def where(self, w: int) -> str:
+        return f"worker {w} of {self.count} (pid {self.pids[w]})"
+
+    def send(self, w: int, task: tuple[int, int, int]) -> None:
+        self.given[w].append(task)
+        try:
+            self.conns[w].send(task)
+        except OSError:
+            pass  # the worker is gone; receive() reports it
+
+    def _receive_fds(self, w: int, count: int) -> list[int]:
+        _, fds, _, _ = socket.recv_fds(self.socks[w], 1, count)
+        return list(fds)
+
+    def _last_task(self, w: int) -> str:
+        """What the dead worker ``w`` was doing: the first task it did not deliver."""
+        delivered = set()
+        conn = self.conns[w]
+        try:
+            while conn.poll(0):
+                message = pickle.loads(conn.recv_bytes())
+                delivered.add(message[1])
+                if message[0] != ERROR and message[4]:
+                    for fd in self._receive_fds(w, len(message[4])):
+                        os.close(fd)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            pass
+        for index, start, stop in self.given[w]:
+            if index not in delivered:
+                return f"while computing positions [{start}, {stop})"
+        return "while idle"
+
+    def _died(self, w: int, bounds: tuple[int, int]) -> WorkerError:
+        proc = self.procs[w]
+        proc.join(_TERM_S)
+        doing = self._last_task(w)
+        needed = f"positions [{bounds[0]}, {bounds[1]})"
+        if not doing.endswith(needed):
+            doing += f"; the loader needed {needed} next"
+        return WorkerError(
+            f"thresher {self.where(w)} died ({_exit_reason(proc.exitcode)}) {doing}. A worker dies "
+            "like this when an operation calls os._exit or crashes the interpreter (segmentation fault), "
+            "or when the system kills it (out of memory). The iterator is closed; to go on, restore the "
+            "last get_state() into a new iterator"
+        )
+
+    def receive(self, w: int, index: int, bounds: tuple[int, int]) -> Chunk:
+        """Chunk ``index`` (positions ``bounds``), the next message of worker ``w``."""
+        conn = self.conns[w]
+        sentinels = {p.sentinel: i for i, p in enumerate(self.procs)}
+        waitables: list[Any] = [conn, *sentinels]
+        while True:
+            ready = wait(waitables, timeout=_POLL_S)
+            dead = [sentinels[s] for s in ready if s in sentinels]
+            if dead:
+                raise self._died(dead[0], bounds)
+            if ready:
+                break
+        try:
+            message = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            raise self._died(w, bounds) from None
+        self.given[w].popleft()
+        if message[0] == ERROR:
+            raise rebuild_exception(message[2], self.where(w))
+        _, got, meta, layout, sizes = message
+        fds: list[int] = []
+        if sizes:
+            try:
+                fds = self._receive_fds(w, len(sizes))
+            except OSError:
+                pass
+            if len(fds) != len(sizes):
+                for fd in fds:
+                    os.close(fd)
+                raise self._died(w, bounds)
+        if got != index:
+            for fd in fds:
+                os.close(fd)
+            raise WorkerError(f"internal error: {self.where(w)} sent chunk {got}, expected {index}")
+        chunk = unpack(meta, layout, sizes, fds)
+        assert isinstance(chunk, Chunk)
+        return chunk
+
+    def shutdown(self) -> None:
+        """Stops every worker (idempotent, bounded: about a second at most)."""
+        if self.closed:
+            return
+        self.closed = True
+        for s in self.socks:
+            s.close()
+        for c in self.conns:
+            c.close()  # idle workers see the end of their socket and exit
+        if os.getpid() != self.owner:
+            return  # a fork of the main process: the workers are not its children
+        deadline = time.monotonic() + _GRACE_S
+        for p in self.procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in self.procs:
+            if p.exitcode is None:
+                p.terminate()
+        deadline = time.monotonic() + _TERM_S
+        for p in self.procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in self.procs:
+            if p.exitcode is None:
+                p.kill()
+                p.join(_TERM_S)
+        for p in self.procs:
+            try:
+                p.close()
+            except ValueError:
+                pass
+
+
+class WorkerPoolProducer:
+    """Hands out chunks in order, computed ahead by ``worker_count`` processes.
+
+    Args:
+        spec: the pickled pipeline (``make_worker_spec``).
+        start, stop: the positions to produce (``stop=None``: forever).
+        chunk_size: positions per chunk.
+        worker_count: W; fewer are started when there are fewer chunks.
+        buffer_size: chunks per worker computed ahead of the consumer (>= 1).
+
+    Example:
+        >>> import thresher as th
+        >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 10), th.IndexSampler(10),
+        ...                        [lambda x: x * x, th.Batch(4)], worker_count=2, chunk_size=4)
+        >>> with iter(loader) as it:
+        ...     [b.tolist() for b in it]
+        [[0, 1, 4, 9], [16, 25, 36, 49], [64, 81]]
+    """
+
+    def __init__(self, spec: WorkerSpec, start: int, stop: int | None, chunk_size: int,
+                 worker_count: int, buffer_size: int = DEFAULT_BUFFER_SIZE) -> None:
+        if worker_count < 1 or buffer_size < 1:
+            raise ConfigError(f"need worker_count >= 1 and buffer_size >= 1, got {worker_count}, {buffer_size}")
+        self._start, self._stop, self._chunk_size = start, stop, chunk_size
+        chunks = None if stop is None else max(0, -(-(stop - start) // chunk_size))
+        self._count = worker_count if chunks is None else min(worker_count, chunks)
+        self._ahead = self._count * buffer_size
+        self._index = 0
+        self._pool: _Pool | None = None
+        self._finalizer: weakref.finalize | None = None
+        if self._count == 0:
+            return
+        pool = self._pool = _Pool(spec, self._count)
+        # The finalizer holds the pool, never the producer: dropping the iterator stops the workers.
+        self._finalizer = weakref.finalize(self, pool.shutdown)
+        for c in range(self._ahead):
+            self._hand_out(c)
+
+    def _hand_out(self, index: int) -> None:
+        bounds = chunk_bounds(self._start, self._stop, self._chunk_size, index)
+        if bounds is not None and self._pool is not None:
+            self._pool.send(index % self._count, (index, *bounds))
+
+    def next_chunk(self) -> Chunk | None:
+        index = self._index
+        bounds = chunk_bounds(self._start, self._stop, self._chunk_size, index)
+        if bounds is None or self._pool is None:
+            return None
+        if self._pool.closed:
+            raise WorkerError("the worker pool is closed")
+        chunk = self._pool.receive(index % self._count, index, bounds)
+        self._index = index + 1
+        self._hand_out(index + self._ahead)
+        return chunk
+
+    @property
+    def pids(self) -> list[int]:
+        """The worker processes' ids (for monitoring and tests)."""
+        return [] if self._pool is None else list(self._pool.pids)
+
+    def close(self) -> None:
+        """Stops the workers; safe to call more than once."""
+        if self._finalizer is not None:
+            self._finalizer()
