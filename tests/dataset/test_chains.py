@@ -57,6 +57,11 @@ def test_random_chain_properties(int_files: list[str], seed: int) -> None:
 
 
 def test_random_chains_resume_in_a_fresh_process(int_files: list[str]) -> None:
+    try:
+        import thresher.loader.workers  # noqa: F401
+        workers = True
+    except ImportError:
+        workers = False
     jobs, want = [], []
     seed = 0
     while len(jobs) < 16:
@@ -71,20 +76,31 @@ def test_random_chains_resume_in_a_fresh_process(int_files: list[str]) -> None:
         for _ in range(k):
             next(it)
         jobs.append({"spec": spec, "state": json.loads(json.dumps(it.get_state())), "limit": LIMIT - k,
-                     "optimize": r.random() < 0.5})
+                     "optimize": r.random() < 0.5, "workers": r.choice([0, 0, 2]) if workers else 0})
         want.append(full[k:])
     assert run_fresh_many(jobs) == want
 
 
-def test_random_chains_same_output_for_worker_counts(int_files: list[str]) -> None:
+@given(seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+def test_random_chains_same_output_for_worker_counts(int_files: list[str], seed: int) -> None:
     pytest.importorskip("thresher.loader.workers")
-    seed, checked = 0, 0
-    while checked < 6:
-        seed += 1
-        spec = random_spec(random.Random(20_000 + seed), int_files)
-        full = _full(spec)
-        if full is None:
-            continue
-        for workers in (1, 2):
-            assert take(build(spec, worker_count=workers), LIMIT) == full, (spec, workers)
-        checked += 1
+    r = random.Random(seed)
+    spec = random_spec(r, int_files)
+    full = _full(spec)
+    assume(full is not None)
+    assert full is not None
+    for workers in (1, 2):
+        assert take(build(spec, worker_count=workers), LIMIT) == full
+    # a state taken with workers restores without them, and the reverse
+    k = r.randint(0, len(full))
+    a, b = r.sample([0, 1, 2], 2)
+    it = iter(build(spec, worker_count=a))
+    for _ in range(k):
+        next(it)
+    state = json.loads(json.dumps(it.get_state()))
+    it.close()
+    it2 = iter(build(spec, worker_count=b))
+    it2.set_state(state)
+    assert take(it2, LIMIT - k) == full[k:]
+    it2.close()

@@ -156,3 +156,10 @@ def test_mix_weights_are_checked() -> None:
         D.mix([D.range(3), D.range(3)], [1.0, 1e-6])
     with pytest.raises(th.errors.ConfigError, match="random-access components"):
         list(D.mix([D.range(3).filter(bool), D.range(3)]))
+
+
+def test_mixture_same_output_for_worker_counts() -> None:
+    pytest.importorskip("thresher.loader.workers")
+    full = take(build(MIX_SPEC), 60)
+    for workers in (1, 2):
+        assert take(build(MIX_SPEC, worker_count=workers), 60) == full

@@ -146,3 +146,10 @@ def test_pack_errors() -> None:
         D.range(5).map(tokens_of).pack(64)[0]
     with pytest.raises(th.errors.InvalidStateError, match="pack"):
         iter(D.range(5).map(tokens_of).pack(64)).set_state(iter(D.range(5)).get_state())
+
+
+def test_packing_same_output_for_worker_counts() -> None:
+    pytest.importorskip("thresher.loader.workers")
+    full = take(build(PACK_SPEC), 10**6)
+    for workers in (1, 2):
+        assert take(build(PACK_SPEC, worker_count=workers), 10**6) == full

@@ -28,7 +28,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Sequence
@@ -70,10 +69,8 @@ class CompiledLoader(DataLoader):
 
     def __init__(self, source: Any, sampler: IndexSampler, operations: Sequence[Any], *, chain_digest: str,
                  worker_count: int = 0, buffer: int | None = None, chunk_size: int | None = None) -> None:
-        kwargs: dict[str, Any] = {}
-        if buffer is not None and "worker_buffer_size" in inspect.signature(DataLoader.__init__).parameters:
-            kwargs["worker_buffer_size"] = buffer
-        super().__init__(source, sampler, operations, worker_count=worker_count, chunk_size=chunk_size, **kwargs)
+        super().__init__(source, sampler, operations, worker_count=worker_count, chunk_size=chunk_size,
+                         worker_buffer_size=2 if buffer is None else buffer)
         self.chain_digest = chain_digest
 
     @cached_property
