@@ -50,7 +50,14 @@ _META_VERSION = 1
 
 
 def element_nbytes(x: Any) -> int:
-    """About how much memory an element holds (array bytes, bytes, else getsizeof)."""
+    """About how much memory an element holds (array bytes, bytes, else getsizeof).
+
+    Example:
+        >>> import numpy as np
+        >>> from thresher.dataset.cache import element_nbytes
+        >>> element_nbytes({"x": np.zeros(4), "y": b"abc"})
+        35
+    """
     if isinstance(x, np.ndarray):
         return int(x.nbytes)
     if isinstance(x, (bytes, bytearray, str)):
@@ -141,6 +148,16 @@ def build_disk_cache(path: str, fingerprint: str, elements: Iterable[Any], *, se
 
     ``elements`` is only iterated when the cache has to be built. ``serializer`` has
     ``dumps``/``loads`` (default: pickle).
+
+    Example:
+        >>> import os, tempfile
+        >>> from thresher.dataset.cache import build_disk_cache
+        >>> path = os.path.join(tempfile.mkdtemp(), "cache.array_record")
+        >>> view = build_disk_cache(path, "f00d", iter([{"a": 1}, {"a": 2}]))
+        >>> len(view), view[1]
+        (2, {'a': 2})
+        >>> len(build_disk_cache(path, "f00d", iter([])))  # found: not rebuilt
+        2
     """
     ser = serializer if serializer is not None else pickle
     path = os.fspath(path)

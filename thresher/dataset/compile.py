@@ -65,6 +65,13 @@ class CompiledLoader(DataLoader):
 
     The fingerprint covers the chain as written (before optimisation), so a
     checkpoint taken with optimisation on restores with it off, and the reverse.
+
+    Example:
+        >>> import thresher as th
+        >>> ds = th.Dataset.range(6).map(abs).map(abs)
+        >>> loader = ds.to_data_loader()
+        >>> loader.stream["operations"] == ds.fingerprint() == ds.with_options(optimize=False).fingerprint()
+        True
     """
 
     def __init__(self, source: Any, sampler: IndexSampler, operations: Sequence[Any], *, chain_digest: str,
@@ -351,7 +358,16 @@ def _after_pack(front: PackFront, node: N.Node) -> None:
 
 def compile_chain(nodes: Sequence[N.Node], *, chain_digest: str, prefix_digest: Callable[[int], str] | None = None,
                   mix_segment: tuple[int, list[int]] | None = None) -> Compiled:
-    """Compiles an (optimised) chain; ``chain_digest`` is the fingerprint of the chain as written."""
+    """Compiles an (optimised) chain; ``chain_digest`` is the fingerprint of the chain as written.
+
+    Example:
+        >>> import thresher as th
+        >>> from thresher.dataset.compile import compile_chain
+        >>> ds = th.Dataset.range(8).shuffle(seed=1).batch(4)
+        >>> c = compile_chain(ds.nodes, chain_digest=ds.fingerprint())
+        >>> len(c.loader), c.stages
+        (2, ['stage 0: RangeDataSource(0, 8, 1) -> shuffle(seed=1) -> Batch(4, drop_remainder=False)'])
+    """
     prefetch = [n for n in nodes if isinstance(n, N.Prefetch)]
     worker_count = prefetch[-1].worker_count if prefetch else 0
     buffer = prefetch[-1].buffer if prefetch else None

@@ -83,7 +83,13 @@ def _segments(lengths: Sequence[int], cycle_length: int, block_length: int) -> l
 
 
 def reference_order(lengths: Sequence[int], cycle_length: int, block_length: int) -> list[tuple[int, int]]:
-    """The interleaved order by direct simulation, round by round (for tests)."""
+    """The interleaved order by direct simulation, round by round (for tests).
+
+    Example:
+        >>> from thresher.dataset.interleave import reference_order
+        >>> reference_order([2, 1], cycle_length=2, block_length=1)
+        [(0, 0), (1, 0), (0, 1)]
+    """
     pending = [i for i, n in enumerate(lengths) if n > 0]
     slots = [[i, 0] for i in pending[:cycle_length]]
     pending = pending[cycle_length:]
@@ -104,7 +110,14 @@ def reference_order(lengths: Sequence[int], cycle_length: int, block_length: int
 
 
 class InterleaveView:
-    """Key g -> element g of the interleaved stream of ``components``."""
+    """Key g -> element g of the interleaved stream of ``components``.
+
+    Example:
+        >>> from thresher.dataset.interleave import InterleaveView
+        >>> view = InterleaveView([["a0", "a1"], ["b0"], ["c0", "c1"]], [2, 1, 2], cycle_length=2)
+        >>> view.__getitems__(list(range(len(view))))
+        ['a0', 'b0', 'a1', 'c0', 'c1']
+    """
 
     def __init__(self, components: Sequence[Any], lengths: Sequence[int], cycle_length: int,
                  block_length: int = 1) -> None:

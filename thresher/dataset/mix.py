@@ -47,6 +47,11 @@ def quotas(weights: Sequence[float], period: int) -> list[int]:
     """The weights as whole slots of a period (largest remainder; ties to the first).
 
     Computed in exact rational arithmetic, so ties are real ties on every machine.
+
+    Example:
+        >>> from thresher.dataset.mix import quotas
+        >>> quotas([1, 1, 1], 10), quotas([0.5, 0.3, 0.2], 1000)
+        ([4, 3, 3], [500, 300, 200])
     """
     w = [Fraction(x) for x in weights]
     total = sum(w)
@@ -161,6 +166,14 @@ class MixView:
         schedule: the MixSchedule.
         origin, offsets: the segment (see the module docstring); 0 and zeros for a
             fresh mixture.
+
+    Example:
+        >>> from thresher.dataset.mix import MixSchedule, MixView
+        >>> view = MixView([["a0", "a1", "a2"], ["b0", "b1"]], [3, 2], MixSchedule([1, 1], period=2))
+        >>> len(view), view.__getitems__(list(range(len(view))))
+        (5, ['a0', 'b0', 'a1', 'b1', 'a2'])
+        >>> view.progress(3)
+        [2, 1]
     """
 
     def __init__(self, components: Sequence[Any], lengths: Sequence[int | None], schedule: MixSchedule,

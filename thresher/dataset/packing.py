@@ -60,6 +60,14 @@ class PackingStats:
     """What an iterator over packed rows has emitted so far.
 
     ``padding_fraction`` is the share of emitted row slots that are padding.
+
+    Example:
+        >>> import numpy as np, thresher as th
+        >>> it = iter(th.Dataset.source([np.arange(1, 4), np.arange(1, 4)]).pack(4))
+        >>> rows = list(it)
+        >>> stats = it.packing_stats()
+        >>> stats.rows, stats.tokens, stats.padding_tokens, f"{stats.padding_fraction:.0%}"
+        (2, 6, 2, '25%')
     """
 
     rows: int = 0
@@ -194,6 +202,17 @@ class PackView:
         processor: the engine processor of the records' stage (filters allowed: a
             window packs whatever of its positions survive).
         seq_len, window, truncate: see ``Dataset.pack``.
+
+    Example:
+        >>> import numpy as np, thresher as th
+        >>> from thresher.dataset.packing import PackView
+        >>> from thresher.loader.chunk import ChunkProcessor
+        >>> from thresher.transforms import plan_operations
+        >>> proc = ChunkProcessor(th.sources.RangeDataSource(1, 6), th.IndexSampler(5),
+        ...                       plan_operations([lambda n: np.arange(n)]))
+        >>> view = PackView(proc, seq_len=6, window=3, truncate=False)
+        >>> len(view), view[0].rows["segment_ids"].tolist()
+        (2, [[1, 2, 2, 3, 3, 3]])
     """
 
     def __init__(self, processor: ChunkProcessor, seq_len: int, window: int, truncate: bool) -> None:

@@ -40,7 +40,13 @@ ENDLESS = 2**62
 
 
 def view_length(source: Any) -> int | None:
-    """``len(source)``, or None for an endless view."""
+    """``len(source)``, or None for an endless view.
+
+    Example:
+        >>> from thresher.dataset.views import ENDLESS, view_length
+        >>> view_length([1, 2]), view_length(range(ENDLESS))
+        (2, None)
+    """
     n = len(source)
     return None if n >= ENDLESS else n
 
