@@ -10,6 +10,7 @@ Example:
 """
 
 from thresher import errors, features, samplers, sources, splits, transforms
+from thresher.dataset import Dataset
 from thresher.loader import DataLoader, DataLoaderIterator
 from thresher.samplers import (
     IndexSampler,
@@ -33,6 +34,7 @@ __all__ = [
     "Batch",
     "DataLoader",
     "DataLoaderIterator",
+    "Dataset",
     "FilterTransform",
     "IndexSampler",
     "MapTransform",

@@ -33,6 +33,8 @@ __all__ = [
     "DatasetInfoError",
     "IncompleteDatasetError",
     "WorkerError",
+    "CacheError",
+    "RandomAccessError",
 ]
 
 
@@ -116,3 +118,12 @@ class IncompleteDatasetError(SourceError):
 
 class WorkerError(ThresherError):
     """A worker process died or failed; the message names the worker and its exit code."""
+
+
+class CacheError(ThresherError):
+    """A Dataset cache is past its size limit, or an on-disk cache belongs to another pipeline."""
+
+
+class RandomAccessError(ThresherError, TypeError):
+    """``len(ds)`` or ``ds[i]`` on a Dataset that an operation (filter, pack) made iterable-only;
+    the message names the operation."""

@@ -16,7 +16,7 @@ from thresher.errors import TransformError
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.sources.protocol import read_many
 from thresher.transforms.operations import FILTER, MAP, RANDOM_MAP, Operation, Plan
-from thresher.transforms.random_map import RecordRng, operation_salt
+from thresher.transforms.random_map import RecordRng
 
 __all__ = ["Chunk", "ChunkProcessor"]
 
@@ -44,6 +44,12 @@ def _context(op: Operation, i: int, positions: np.ndarray, keys: np.ndarray, glo
             f"{int(positions[i])} (global position {int(globals_[i])})")
 
 
+def _span(positions: np.ndarray) -> str:
+    if positions.size == 0:
+        return "[]"
+    return f"[{int(positions[0])}, {int(positions[-1]) + 1})" if positions.size > 1 else f"[{int(positions[0])}]"
+
+
 class ChunkProcessor:
     """Reads and transforms a range of positions; a pure function of the range.
 
@@ -62,7 +68,6 @@ class ChunkProcessor:
         self.sampler = sampler
         self.plan = plan
         self._rng: RecordRng | None = None
-        self._salts = {op.index: operation_salt(op.index) for op in plan.record_ops}
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -70,15 +75,22 @@ class ChunkProcessor:
         return state
 
     def __call__(self, start: int, stop: int) -> Chunk:
+        return self.process(np.arange(start, stop, dtype=np.int64), start, stop)
+
+    def process(self, positions: np.ndarray, start: int = 0, stop: int = 0) -> Chunk:
+        """Reads and transforms the given positions (any order, any gaps): also pure.
+
+        ``start``/``stop`` only label the returned Chunk. Random-access views (the
+        Dataset front-end) read arbitrary positions through this.
+        """
         sampler = self.sampler
-        positions = np.arange(start, stop, dtype=np.int64)
         globals_ = sampler.to_global(positions)
         keys, _ = sampler.record_keys(globals_)
         key_list = keys.tolist()
         try:
             elements = read_many(self.source, key_list)
         except Exception as e:
-            note = f"while reading positions [{start}, {stop}) (record keys {key_list[:8]}...) of {self.source!r}"
+            note = f"while reading positions {_span(positions)} (record keys {key_list[:8]}...) of {self.source!r}"
             if hasattr(e, "add_note"):
                 e.add_note(note)
             raise
@@ -144,7 +156,7 @@ class ChunkProcessor:
                     positions: np.ndarray, keys: np.ndarray, globals_: np.ndarray) -> list[Any]:
         if self._rng is None:
             self._rng = RecordRng()
-        rngs = self._rng.seeded_many(seeds if alive is None else seeds[alive], self._salts[op.index])
+        rngs = self._rng.seeded_many(seeds if alive is None else seeds[alive], op.salt)
         fn = op.fn
         out: list[Any] = []
         append = out.append

@@ -12,13 +12,41 @@ from thresher.loader.batcher import Batcher
 from thresher.loader.producer import Producer
 from thresher.loader.state import make_state, restore_position
 from thresher.samplers.seeds import DOMAIN_BATCH, derive_seed
-from thresher.transforms.operations import FILTER, MAP, RANDOM_MAP
-from thresher.transforms.random_map import RecordRng, operation_salt
+from thresher.transforms.operations import FILTER, MAP, RANDOM_MAP, Plan
+from thresher.transforms.random_map import RecordRng
 
 if TYPE_CHECKING:
     from thresher.loader.data_loader import DataLoader
+    from thresher.samplers.index_sampler import IndexSampler
 
-__all__ = ["DataLoaderIterator"]
+__all__ = ["DataLoaderIterator", "apply_batch_ops"]
+
+
+def apply_batch_ops(plan: Plan, sampler: IndexSampler, batch: Any, first: int, end: int,
+                    rng: RecordRng) -> tuple[Any, bool]:
+    """Runs the operations after the Batch on the batch of positions [first, end).
+
+    Returns ``(batch, keep)``; ``keep`` is False when a batch-level Filter dropped it.
+    A batch-level RandomMap is seeded from the global position of the batch's first
+    element, so it too is a pure function of position.
+    """
+    for op in plan.batch_ops:
+        try:
+            if op.kind == MAP:
+                batch = op.fn(batch)
+            elif op.kind == FILTER:
+                if not op.fn(batch):
+                    return batch, False
+            elif op.kind == RANDOM_MAP:
+                g = int(sampler.to_global(np.array([first]))[0])
+                seed = derive_seed(sampler.seed or 0, DOMAIN_BATCH, g)
+                batch = op.fn(batch, rng.seeded(seed, op.salt))
+        except Exception as e:
+            raise TransformError(
+                f"operation {op.index} {op.name} failed on the batch of positions [{first}, {end}): "
+                f"{type(e).__name__}: {e}"
+            ) from e
+    return batch, True
 
 
 class DataLoaderIterator:
@@ -118,26 +146,9 @@ class DataLoaderIterator:
                 batcher.add(chunk)
 
     def _apply_batch_ops(self, batch: Any, first: int, end: int) -> tuple[Any, bool]:
-        sampler = self._loader.sampler
-        for op in self._plan.batch_ops:
-            try:
-                if op.kind == MAP:
-                    batch = op.fn(batch)
-                elif op.kind == FILTER:
-                    if not op.fn(batch):
-                        return batch, False
-                elif op.kind == RANDOM_MAP:
-                    if self._rng is None:
-                        self._rng = RecordRng()
-                    g = int(sampler.to_global(np.array([first]))[0])
-                    seed = derive_seed(sampler.seed or 0, DOMAIN_BATCH, g)
-                    batch = op.fn(batch, self._rng.seeded(seed, operation_salt(op.index)))
-            except Exception as e:
-                raise TransformError(
-                    f"operation {op.index} {op.name} failed on the batch of positions [{first}, {end}): "
-                    f"{type(e).__name__}: {e}"
-                ) from e
-        return batch, True
+        if self._rng is None:
+            self._rng = RecordRng()
+        return apply_batch_ops(self._plan, self._loader.sampler, batch, first, end, self._rng)
 
     # -- state ------------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from thresher.errors import ConfigError
 from thresher.transforms.batch import Batch
 from thresher.transforms.filter import FilterTransform
 from thresher.transforms.map import MapTransform
-from thresher.transforms.random_map import RandomMapTransform
+from thresher.transforms.random_map import RandomMapTransform, operation_salt
 
 __all__ = ["Operation", "Plan", "describe", "plan_operations", "MAP", "RANDOM_MAP", "FILTER"]
 
@@ -31,20 +31,26 @@ def describe(op: Any) -> str:
     for cls, kind in ((RandomMapTransform, "RandomMap"), (FilterTransform, "Filter"), (MapTransform, "Map")):
         if isinstance(op, cls):
             fn = getattr(op, "_fn", None)
+            seed = getattr(op, "seed", None) if cls is RandomMapTransform else None
+            extra = "" if seed is None else f", seed={seed}"
             if type(op) is cls and fn is not None:
-                return f"{kind}({_fn_name(fn)})"
-            return f"{kind}({type(op).__qualname__})"
+                return f"{kind}({_fn_name(fn)}{extra})"
+            return f"{kind}({type(op).__qualname__}{extra})"
     return f"Map({_fn_name(op)})"
 
 
 @dataclass(frozen=True)
 class Operation:
-    """One per-element step: its kind, the callable to run, its name and index."""
+    """One per-element step: its kind, the callable to run, its name and index.
+
+    ``salt`` keys a RandomMap's randomness (from its index, or its own seed).
+    """
 
     kind: str
     fn: Callable[..., Any]
     name: str
     index: int
+    salt: int = 0
 
 
 def _direct(op: Any, cls: type, method: Callable[..., Any]) -> Callable[..., Any]:
@@ -56,14 +62,16 @@ def _direct(op: Any, cls: type, method: Callable[..., Any]) -> Callable[..., Any
 def _operation(op: Any, index: int) -> Operation:
     name = describe(op)
     if isinstance(op, RandomMapTransform):
-        return Operation(RANDOM_MAP, _direct(op, RandomMapTransform, op.random_map), name, index)
+        return Operation(RANDOM_MAP, _direct(op, RandomMapTransform, op.random_map), name, index,
+                         operation_salt(index, getattr(op, "seed", None)))
     if isinstance(op, FilterTransform):
         return Operation(FILTER, op.filter, name, index)
     if isinstance(op, MapTransform):
         return Operation(MAP, _direct(op, MapTransform, op.map), name, index)
     # Duck-typed transforms (e.g. Grain's), so pipelines move over with a change of imports.
     if callable(getattr(op, "random_map", None)):
-        return Operation(RANDOM_MAP, op.random_map, f"RandomMap({type(op).__qualname__})", index)
+        return Operation(RANDOM_MAP, op.random_map, f"RandomMap({type(op).__qualname__})", index,
+                         operation_salt(index))
     if callable(getattr(op, "filter", None)) and not callable(op):
         return Operation(FILTER, op.filter, f"Filter({type(op).__qualname__})", index)
     if callable(getattr(op, "map", None)) and not callable(op):

@@ -20,7 +20,9 @@ class RandomMapTransform:
     thresher reseeds one generator per call instead of building a new one, which is
     about 8x cheaper: use ``rng`` inside the call only, do not keep it.
 
-    Subclass and override ``random_map``, or wrap a function.
+    Subclass and override ``random_map``, or wrap a function. ``seed`` (optional)
+    keys this operation's randomness by its own seed instead of by its index in the
+    operation list, so adding or removing other operations leaves it unchanged.
 
     Example:
         >>> import numpy as np
@@ -30,8 +32,14 @@ class RandomMapTransform:
         (3,)
     """
 
-    def __init__(self, fn: Callable[[Any, np.random.Generator], Any] | None = None) -> None:
+    def __init__(self, fn: Callable[[Any, np.random.Generator], Any] | None = None, *,
+                 seed: int | None = None) -> None:
         self._fn = fn
+        if seed is not None:
+            from thresher.samplers.seeds import check_seed
+
+            seed = check_seed(seed, "RandomMapTransform seed")
+        self.seed = seed
 
     def random_map(self, element: Any, rng: np.random.Generator) -> Any:
         fn = getattr(self, "_fn", None)
@@ -89,6 +97,11 @@ class RecordRng:
             yield set_(x, y, z)
 
 
-def operation_salt(op_index: int) -> int:
-    """The per-operation salt mixed into record seeds (so two RandomMaps differ)."""
+def operation_salt(op_index: int, seed: int | None = None) -> int:
+    """The per-operation salt mixed into record seeds (so two RandomMaps differ).
+
+    Keyed by the operation's index, or by its own ``seed`` when it has one.
+    """
+    if seed is not None:
+        return mix64(0x53454544 ^ mix64(seed)) & MASK64
     return mix64(0x52414E44 ^ op_index) & MASK64
