@@ -117,3 +117,21 @@ def test_feistel_regime_is_uniform_too() -> None:
     expected = trials / buckets
     assert float(((counts - expected) ** 2 / expected).sum()) < 30.0, counts
     assert abs(before / trials - 0.5) < 0.025
+
+
+def test_shuffle_memory_does_not_grow_with_n() -> None:
+    """Invariant 4: shuffling 10**12 records allocates what shuffling 10**5 does (no array of N)."""
+    import tracemalloc
+
+    import thresher as th
+
+    peaks = {}
+    for n in (10**5, 10**12):
+        tracemalloc.start()
+        sampler = th.IndexSampler(n, shuffle=True, seed=1, num_epochs=None)
+        keys, _ = sampler.record_keys(sampler.to_global(np.arange(10**12 - 1000, 10**12)))
+        assert keys.max() < n
+        peaks[n] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peaks[10**12] < 256 * 1024, peaks
+    assert peaks[10**12] < 2 * peaks[10**5] + 64 * 1024, peaks
