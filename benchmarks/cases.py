@@ -17,7 +17,7 @@ from typing import Any
 FULL = {"W1": 60_000, "W2": 1_000_000, "W3": 8_000, "W6": 1_000_000, "W5": 10**9, "W5_torch": 10**7,
         "W4_replay_cap": None, "time_cap_s": 30.0}
 QUICK = {"W1": 60_000, "W2": 1_000_000, "W3": 8_000, "W6": 100_000, "W5": 10**9, "W5_torch": 10**6,
-         "W4_replay_cap": 6_400, "time_cap_s": 0.4}
+         "W4_replay_cap": 2_560, "time_cap_s": 0.3}
 TINY = {"W1": 2_000, "W2": 20_000, "W3": 200, "W6": 2_000, "W5": 10**9, "W5_torch": 10**5,
         "W4_replay_cap": 256, "time_cap_s": 0.3}
 

@@ -22,8 +22,14 @@ from typing import Any, Callable, Iterator
 _T_START = time.perf_counter()
 
 
-def _mib(kib: int) -> float:
-    return kib / 1024.0
+def _hwm_mib() -> float:
+    """This process's peak RSS since exec (VmHWM). ``getrusage``'s ru_maxrss is not used: it
+    survives exec, so a child would report the harness's own RSS at the time it forked."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
 
 
 def _rss_mib() -> float:
@@ -46,6 +52,7 @@ def measure_throughput(factory: Callable[[], Iterator[Any]], count: Callable[[An
     it = factory()
     first = next(it)
     t1 = time.perf_counter()
+    c1 = time.process_time()
     n_first = count(first)
     records, batches, exhausted = n_first, 1, False
     shapes = _describe(first)
@@ -65,6 +72,7 @@ def measure_throughput(factory: Callable[[], Iterator[Any]], count: Callable[[An
         records += count(batch)
         batches += 1
     t2 = time.perf_counter()
+    cpu = time.process_time() - c1
     del batch
     close = getattr(it, "close", None)
     if close is not None:
@@ -78,6 +86,10 @@ def measure_throughput(factory: Callable[[], Iterator[Any]], count: Callable[[An
         "ttfb_s": t1 - t0, "total_s": t2 - t0, "shutdown_s": t3 - t2,
         "records_per_s": (records - n_first) / steady_s if steady_s > 0 and records > n_first else None,
         "epoch_records_per_s": records / (t2 - t0),
+        # CPU seconds of this process (all its threads, not its worker processes) after the first
+        # batch: far less sensitive than wall time to other work on a shared machine.
+        "cpu_s": cpu,
+        "records_per_cpu_s": (records - n_first) / cpu if cpu > 0 and records > n_first else None,
         "first_batch": shapes,
     }
 
@@ -93,7 +105,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"import_s": time.perf_counter() - t_imp, "startup_s": t_imp - _T_START}
     kind, cfg, data = spec["kind"], spec["config"], spec.get("data") or {}
     rss0 = _rss_mib()
-    peak0 = _mib(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    peak0 = _hwm_mib()
     try:
         if kind == "throughput":
             factory, count = module.pipeline(spec["workload"], cfg, data)
@@ -103,7 +115,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         elif kind == "sampler":
             out.update(module.sampler_first_indices(cfg))
             # The growth of RSS, or of the peak RSS when the run pushed it past the peak of the imports.
-            peak = _mib(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+            peak = _hwm_mib()
             out["extra_rss_mib"] = max(_rss_mib() - rss0, peak - max(peak0, rss0), 0.0)
         else:
             raise ValueError(kind)
@@ -113,8 +125,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         return {"status": "error", "reason": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
     out["status"] = "ok"
     out["rss_before_mib"] = rss0
-    out["peak_rss_self_mib"] = _mib(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-    out["peak_rss_children_mib"] = _mib(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    out["peak_rss_self_mib"] = _hwm_mib()
     return out
 
 

@@ -2,7 +2,7 @@
 
 The parent polls the child's process tree (the child and any worker processes)
 every 50 ms with psutil and keeps the peak of the summed RSS; the child also
-reports its own ``getrusage`` peaks. Processes of the run still alive after the
+reports its own peak (VmHWM). Processes of the run still alive after the
 child exits are counted (``leftover_processes``) and terminated by pid.
 """
 
