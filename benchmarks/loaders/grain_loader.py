@@ -128,14 +128,21 @@ def restore(cfg: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
     state["last_seen_indices"]["0"] = position - 1
     saved = json.dumps(state).encode()
     del it0
-    t0 = time.perf_counter()
-    it = iter(_loader("W4", cfg, data, epochs))
-    it.set_state(saved)
-    batch = next(it)
-    dt = time.perf_counter() - t0
-    after = json.loads(it.get_state().decode())["last_seen_indices"]["0"]
-    assert after == position + work.W1_BATCH - 1, (after, position)
-    return {"restore_s": dt, "records": int(batch["image"].shape[0]), "method": "set_state"}
+
+    def once() -> tuple[float, int]:
+        t0 = time.perf_counter()
+        it = iter(_loader("W4", cfg, data, epochs))
+        it.set_state(saved)
+        batch = next(it)
+        dt = time.perf_counter() - t0
+        after = json.loads(it.get_state().decode())["last_seen_indices"]["0"]
+        assert after == position + work.W1_BATCH - 1, (after, position)
+        return dt, int(batch["image"].shape[0])
+
+    runs = [once() for _ in range(5)]
+    ts = sorted(t for t, _ in runs)
+    return {"restore_s": ts[2], "restore_cold_s": runs[0][0], "restore_all_s": [t for t, _ in runs],
+            "records": runs[0][1], "method": "set_state"}
 
 
 def sampler_first_indices(cfg: dict[str, Any]) -> dict[str, Any]:
