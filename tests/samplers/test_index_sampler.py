@@ -125,3 +125,21 @@ def test_bad_shard_options() -> None:
 def test_position_out_of_range() -> None:
     with pytest.raises(IndexError):
         th.IndexSampler(5)[5]
+
+
+@given(n=st.integers(1, 10**13), shards=st.integers(1, 5), block=st.integers(1, 300), seed=st.integers(0, 2**64 - 1),
+       shuffle=st.booleans(), data=st.data())
+@settings(max_examples=150, deadline=None)
+def test_scalar_and_vectorised_paths_agree(n: int, shards: int, block: int, seed: int, shuffle: bool,
+                                           data: st.DataObject) -> None:
+    s = th.IndexSampler(n, shuffle=shuffle, seed=seed, num_epochs=None,
+                        shard_options=th.ShardOptions(data.draw(st.integers(0, shards - 1)), shards,
+                                                      block_size=block))
+    positions = data.draw(st.lists(st.integers(0, 10**14), min_size=1, max_size=8))
+    g = s.to_global(np.array(positions))
+    keys, epochs = s.record_keys(g)
+    seeds = s.rng_seeds(g)
+    for i, p in enumerate(positions):
+        m = s[p]
+        assert (m.global_position, m.record_key, m.epoch, m.rng_seed) == (int(g[i]), int(keys[i]), int(epochs[i]),
+                                                                          int(seeds[i]))

@@ -20,6 +20,7 @@ from thresher.samplers.seeds import (
     check_seed,
     derive_seed,
     derive_seeds,
+    mix64,
 )
 from thresher.samplers.sharding import NoSharding, ShardOptions
 
@@ -200,12 +201,19 @@ class IndexSampler:
             raise IndexError(f"positions [{start}, {stop}) are outside this sampler's [0, {n})")
 
     def __getitem__(self, position: int) -> RecordMetadata:
+        """One position's metadata, computed in plain Python integers (a few microseconds).
+
+        The loader itself uses the vectorised ``to_global``/``record_keys``/``rng_seeds``;
+        both paths give identical results (tested).
+        """
         p = int(position)
         self.check_positions(p, p + 1)
-        g = self.to_global(np.array([p], dtype=np.int64))
-        keys, epochs = self.record_keys(g)
-        seeds = self.rng_seeds(g)
-        return RecordMetadata(p, int(g[0]), int(keys[0]), int(epochs[0]), int(seeds[0]))
+        b, shards = self.block_size, self.shard_count
+        block, offset = divmod(p, b)
+        g = (block * shards + self.shard_index) * b + offset
+        epoch, index = divmod(g, self.num_records)
+        key = self.permutation(epoch).at(index) if self.shuffle else index
+        return RecordMetadata(p, g, key, epoch, mix64(g ^ self._rng_prefix))
 
     # -- identity ---------------------------------------------------------------------
     def stream_config(self) -> dict[str, Any]:
