@@ -10,7 +10,7 @@ Example:
 """
 
 from thresher import errors, features, samplers, sources, splits, transforms
-from thresher.loader import DataLoader, DataLoaderIterator
+from thresher.loader import DataLoader, DataLoaderIterator, LoaderStats, plot_timeline, trace
 from thresher.samplers import (
     IndexSampler,
     NoSharding,
@@ -35,6 +35,7 @@ __all__ = [
     "DataLoaderIterator",
     "FilterTransform",
     "IndexSampler",
+    "LoaderStats",
     "MapTransform",
     "NoSharding",
     "RandomMapTransform",
@@ -47,10 +48,12 @@ __all__ = [
     "errors",
     "even_splits",
     "features",
+    "plot_timeline",
     "prepare",
     "samplers",
     "sources",
     "split_for_jax_process",
     "splits",
+    "trace",
     "transforms",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ from thresher.errors import TransformError
 from thresher.loader.batcher import Batcher
 from thresher.loader.producer import Producer
 from thresher.loader.state import make_state, restore_position
+from thresher.loader.stats import LoaderStats, StatsRecorder
 from thresher.samplers.seeds import DOMAIN_BATCH, derive_seed
 from thresher.transforms.operations import FILTER, MAP, RANDOM_MAP
 from thresher.transforms.random_map import RecordRng, operation_salt
@@ -25,7 +27,8 @@ class DataLoaderIterator:
     """Iterates over a DataLoader's batches; ``get_state``/``set_state`` resume exactly.
 
     Created by ``iter(loader)``. Also a context manager: leaving the ``with`` block
-    closes it (and stops any worker processes).
+    closes it (and stops any worker processes). ``stats()`` tells where the time
+    went (see thresher.loader.stats).
 
     Example:
         >>> import thresher as th
@@ -46,6 +49,9 @@ class DataLoaderIterator:
         self._producer: Producer | None = None
         self._rng: RecordRng | None = None
         self._closed = False
+        self._stats = StatsRecorder(loader.worker_count if isinstance(loader.worker_count, int) else 0,
+                                    loader.stage_order)
+        self._batch_stages = loader._processor.batch_stages
         self._reset(position)
 
     # -- life cycle ---------------------------------------------------------------------
@@ -54,10 +60,10 @@ class DataLoaderIterator:
             self._producer.close()
             self._producer = None
         self._state_position = position
-        self._batcher = Batcher(self._plan.batch)
+        self._batcher = Batcher(self._plan.batch, self._stats)
         self._exhausted = False
         self._closed = False
-        self._producer = self._loader._make_producer(position)
+        self._producer = self._loader._make_producer(position, self._stats)
 
     def close(self) -> None:
         """Stops the producer (and its workers); further ``next`` raises StopIteration.
@@ -66,7 +72,7 @@ class DataLoaderIterator:
         """
         self._closed = True
         if self._batcher.pending:
-            self._batcher = Batcher(self._plan.batch)
+            self._batcher = Batcher(self._plan.batch, self._stats)
         if self._producer is not None:
             producer, self._producer = self._producer, None
             producer.close()
@@ -89,18 +95,27 @@ class DataLoaderIterator:
         return self
 
     def __next__(self) -> Any:
+        stats = self._stats
+        start = stats.enter()
+        try:
+            return self._next()
+        finally:
+            stats.exit(start)
+
+    def _next(self) -> Any:
         if self._closed:
             raise StopIteration
         batcher = self._batcher
         while True:
             item = batcher.pop(final=self._exhausted)
             if item is not None:
-                out, end, first = item
+                out, end, first, count = item
                 keep = True
                 if self._plan.batch_ops:
                     out, keep = self._apply_batch_ops(out, first, end)
                 self._state_position = end
                 if keep:
+                    self._stats.emitted(count)
                     return out
                 continue
             if self._exhausted:
@@ -119,12 +134,16 @@ class DataLoaderIterator:
 
     def _apply_batch_ops(self, batch: Any, first: int, end: int) -> tuple[Any, bool]:
         sampler = self._loader.sampler
-        for op in self._plan.batch_ops:
+        stats = self._stats
+        clock = time.monotonic_ns
+        for op, label in zip(self._plan.batch_ops, self._batch_stages):
+            started = clock()
             try:
                 if op.kind == MAP:
                     batch = op.fn(batch)
                 elif op.kind == FILTER:
                     if not op.fn(batch):
+                        stats.stage(label, started, clock())
                         return batch, False
                 elif op.kind == RANDOM_MAP:
                     if self._rng is None:
@@ -137,7 +156,31 @@ class DataLoaderIterator:
                     f"operation {op.index} {op.name} failed on the batch of positions [{first}, {end}): "
                     f"{type(e).__name__}: {e}"
                 ) from e
+            stats.stage(label, started, clock())
         return batch, True
+
+    def stats(self, reset: bool = False) -> LoaderStats:
+        """Where the time went since the iterator was created (or since the last reset).
+
+        Per-stage seconds (read, each operation, batch, transfer from workers, waiting),
+        the time the training loop spent inside ``next()`` and outside it, records/s
+        and a bottleneck hint; ``print(it.stats())`` shows a table. ``reset=True``
+        starts a new measurement (e.g. after warm-up) once this one is taken.
+
+        Example:
+            >>> import thresher as th
+            >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 64), th.IndexSampler(64),
+            ...                        [th.Batch(8)])
+            >>> it = iter(loader)
+            >>> _ = [next(it) for _ in range(4)]
+            >>> s = it.stats()
+            >>> s.batches, s.records, s.hint.split(":")[0] in ("input-bound", "balanced", "compute-bound")
+            (4, 32, True)
+        """
+        out = self._stats.snapshot()
+        if reset:
+            self._stats.reset()
+        return out
 
     # -- state ------------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
