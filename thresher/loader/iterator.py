@@ -115,7 +115,9 @@ class DataLoaderIterator:
                     out, keep = self._apply_batch_ops(out, first, end)
                 self._state_position = end
                 if keep:
-                    self._stats.emitted(count)
+                    stats = self._stats
+                    stats.batches += 1
+                    stats.records += count
                     return out
                 continue
             if self._exhausted:

@@ -223,7 +223,9 @@ class StatsRecorder:
         self.reset()
 
     def reset(self) -> None:
-        self.totals: dict[tuple[str, str], list[int]] = {}  # (where, name) -> [ns, count]
+        self._stages: dict[str, list[int]] = {}  # a main-process stage -> [ns, count]
+        self._chunks: tuple[dict[tuple[str, ...], list[int]], dict[tuple[str, ...], list[int]]] = ({}, {})
+        # ^ main, workers: the stage names of a chunk -> [ns of each stage..., count]
         self.busy: dict[int, int] = {}  # worker index -> ns computing
         self.next_ns = 0
         self.outside_ns = 0
@@ -236,57 +238,54 @@ class StatsRecorder:
     # -- recording (the hot path: a few operations per batch or chunk) ----------------------
     def enter(self) -> int:
         """Called first thing in ``next()``: returns the start time."""
-        self.tracer = active_tracer()
+        self.tracer = tracer = active_tracer()
         now = time.monotonic_ns()
-        if self.first_enter == 0:
+        last = self.last_exit
+        if last and self.first_enter:
+            self.outside_ns += now - last
+            if tracer is not None:
+                tracer.complete(OUTSIDE, last, now, os.getpid(), threading.get_native_id())
+        elif not self.first_enter:
             self.first_enter = now
-        elif self.last_exit:
-            self.outside_ns += now - self.last_exit
-            if self.tracer is not None:
-                self.tracer.complete(OUTSIDE, self.last_exit, now, os.getpid(), threading.get_native_id())
         return now
 
     def exit(self, start: int) -> None:
         """Called last thing in ``next()``."""
-        now = time.monotonic_ns()
+        self.last_exit = now = time.monotonic_ns()
         self.next_ns += now - start
-        self.last_exit = now
         if self.first_batch_ns is None:
             self.first_batch_ns = now - start
         if self.tracer is not None:
             self.tracer.complete(NEXT, start, now, os.getpid(), threading.get_native_id())
 
-    def emitted(self, records: int) -> None:
-        self.batches += 1
-        self.records += records
-
     def stage(self, name: str, start: int, end: int) -> None:
         """A stage that ran in this process from ``start`` to ``end`` (monotonic ns)."""
-        key = (MAIN, name)
-        t = self.totals.get(key)
+        t = self._stages.get(name)
         if t is None:
-            t = self.totals[key] = [0, 0]
+            t = self._stages[name] = [0, 0]
         t[0] += end - start
         t[1] += 1
         if self.tracer is not None:
             self.tracer.complete(name, start, end, os.getpid(), threading.get_native_id())
 
-    def chunk(self, names: Sequence[str], marks: Sequence[int], worker: int | None = None,
+    def chunk(self, names: tuple[str, ...], marks: Sequence[int], worker: int | None = None,
               pid: int | None = None, index: int = -1, start: int = 0, stop: int = 0) -> None:
         """Chunk ``index`` (positions [start, stop)): ``marks[i]`` to ``marks[i + 1]`` is stage
         ``names[i]``. ``worker`` is None for a chunk computed in this process.
         """
-        where = MAIN if worker is None else WORKERS
-        totals = self.totals
-        for i, name in enumerate(names):
-            key = (where, name)
-            t = totals.get(key)
-            if t is None:
-                t = totals[key] = [0, 0]
-            t[0] += marks[i + 1] - marks[i]
-            t[1] += 1
+        side = self._chunks[worker is not None]
+        t = side.get(names)
+        if t is None:
+            t = side[names] = [0] * (len(names) + 1)
+        prev = marks[0]
+        i = 0
+        for m in marks[1:]:
+            t[i] += m - prev
+            prev = m
+            i += 1
+        t[-1] += 1
         if worker is not None:
-            self.busy[worker] = self.busy.get(worker, 0) + marks[len(names)] - marks[0]
+            self.busy[worker] = self.busy.get(worker, 0) + prev - marks[0]
         tracer = self.tracer
         if tracer is not None:
             if worker is None:
@@ -299,17 +298,33 @@ class StatsRecorder:
             for i, name in enumerate(names):
                 tracer.complete(name, marks[i], marks[i + 1], pid, tid, args)
 
+    def _totals(self) -> dict[tuple[str, str], list[int]]:
+        """(where, stage) -> [ns, count]."""
+        out: dict[tuple[str, str], list[int]] = {}
+        for where, side in ((MAIN, self._chunks[0]), (WORKERS, self._chunks[1])):
+            for names, t in side.items():
+                for i, name in enumerate(names):
+                    acc = out.setdefault((where, name), [0, 0])
+                    acc[0] += t[i]
+                    acc[1] += t[-1]
+        for name, (ns, count) in self._stages.items():
+            acc = out.setdefault((MAIN, name), [0, 0])
+            acc[0] += ns
+            acc[1] += count
+        return out
+
     # -- reading ------------------------------------------------------------------------
     def snapshot(self, cpus: int | None = None) -> LoaderStats:
         wall_ns = self.last_exit - self.first_enter if self.first_enter and self.last_exit else 0
         wall = wall_ns / 1e9
         w = max(self.worker_count, 1)
         rank = {name: i for i, name in enumerate(self.order)}
-        keys = sorted(self.totals, key=lambda k: (k[0] != WORKERS, rank.get(k[1], len(rank))))
+        totals = self._totals()
+        keys = sorted(totals, key=lambda k: (k[0] != WORKERS, rank.get(k[1], len(rank))))
         stages = tuple(
             StageTime(name, where, ns / 1e9, count,
                       (ns / 1e9) / (wall * (w if where == WORKERS else 1)) if wall > 0 else 0.0)
-            for (where, name), (ns, count) in ((k, self.totals[k]) for k in keys))
+            for (where, name), (ns, count) in ((k, totals[k]) for k in keys))
         busy = tuple(self.busy.get(i, 0) / wall_ns if wall_ns else 0.0 for i in range(self.worker_count)) \
             if self.busy else ()
         stats = LoaderStats(

@@ -74,7 +74,7 @@ def _stack_batches(processor: ChunkProcessor, chunk: Chunk) -> Chunk:
     batch = processor.plan.batch
     assert batch is not None
     b = batch.batch_size
-    elements, positions = chunk.elements, chunk.positions.tolist()
+    elements, positions = chunk.elements, chunk.positions
     n = len(elements)
     bounds = [(i, min(i + b, n)) for i in range(0, n, b)]
     if n % b and batch.drop_remainder:
