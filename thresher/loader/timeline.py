@@ -30,7 +30,7 @@ __all__ = ["plot_timeline"]
 
 TraceLike = Union[Tracer, dict, str, "os.PathLike[str]"]
 
-_QUIET = {"next()": "#d9d9d9", "outside next()": "#f2f2f2"}
+_QUIET = {"next()": "#bdbdbd", "outside next()": "#e5f2e5"}  # the loop: waiting, its own step
 
 
 def _load(trace: TraceLike) -> dict[str, Any]:
