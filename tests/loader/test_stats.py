@@ -98,6 +98,7 @@ def test_reset_starts_a_new_measurement() -> None:
         second = it.stats()
     assert (first.batches, first.records) == (3, 30)
     assert (second.batches, second.records) == (5, 50)
+    assert first.first_batch_s is not None and second.first_batch_s is None
     _check_structure(second)
 
 

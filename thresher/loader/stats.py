@@ -99,7 +99,8 @@ class LoaderStats:
 
     ``wall_s`` runs from the first ``next()`` call to the end of the last one, and is
     exactly ``waited_s`` (inside ``next()``) plus ``outside_s`` (between calls: the
-    training loop's own work).
+    training loop's own work). ``first_batch_s`` is the iterator's first ``next()``
+    call (start-up included), when the measurement includes it (else None).
     """
 
     wall_s: float
@@ -220,6 +221,7 @@ class StatsRecorder:
         self.order = tuple(order)
         self.notes: list[str] = list(notes)
         self.tracer: Tracer | None = None
+        self._first_done = False  # the iterator's first next() has returned (kept by reset)
         self.reset()
 
     def reset(self) -> None:
@@ -253,7 +255,8 @@ class StatsRecorder:
         """Called last thing in ``next()``."""
         self.last_exit = now = time.monotonic_ns()
         self.next_ns += now - start
-        if self.first_batch_ns is None:
+        if not self._first_done:
+            self._first_done = True
             self.first_batch_ns = now - start
         if self.tracer is not None:
             self.tracer.complete(NEXT, start, now, os.getpid(), threading.get_native_id())
