@@ -65,8 +65,7 @@ class RecordRng:
         self.generator = np.random.Generator(self._bitgen)
         # One state dict, refilled per record (the setter copies what it reads).
         self._inner: dict[str, int] = {"state": 0, "inc": 1}
-        self._state: Any = {"bit_generator": "PCG64", "state": self._inner, "has_uint32": 0,
-                                       "uinteger": 0}
+        self._state: Any = {"bit_generator": "PCG64", "state": self._inner, "has_uint32": 0, "uinteger": 0}
 
     def _set(self, a: int, b: int, c: int) -> np.random.Generator:
         inner = self._inner
