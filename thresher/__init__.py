@@ -11,7 +11,7 @@ Example:
 
 from thresher import errors, features, samplers, sources, splits, transforms
 from thresher.dataset import Dataset
-from thresher.loader import DataLoader, DataLoaderIterator
+from thresher.loader import DataLoader, DataLoaderIterator, LoaderStats, plot_timeline, trace
 from thresher.samplers import (
     IndexSampler,
     NoSharding,
@@ -37,6 +37,7 @@ __all__ = [
     "Dataset",
     "FilterTransform",
     "IndexSampler",
+    "LoaderStats",
     "MapTransform",
     "NoSharding",
     "RandomMapTransform",
@@ -49,10 +50,12 @@ __all__ = [
     "errors",
     "even_splits",
     "features",
+    "plot_timeline",
     "prepare",
     "samplers",
     "sources",
     "split_for_jax_process",
     "splits",
+    "trace",
     "transforms",
 ]

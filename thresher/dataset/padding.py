@@ -90,7 +90,7 @@ class PaddedBatch(Batch):
             target[a] = int(p)
         return tuple(target)
 
-    def stack(self, elements: Sequence[Any], positions: Sequence[int] | None = None) -> Any:
+    def stack(self, elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None = None) -> Any:
         if not elements:
             raise BatchError("cannot stack an empty batch")
         per_element: list[list[Any]] = []

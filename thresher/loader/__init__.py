@@ -6,8 +6,13 @@ Example:
     4
 """
 
+from thresher.loader.autotune import AutotuneReport
 from thresher.loader.data_loader import DataLoader
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.state import slowest_state
+from thresher.loader.stats import LoaderStats, StageTime
+from thresher.loader.timeline import plot_timeline
+from thresher.loader.tracing import Tracer, trace
 
-__all__ = ["DataLoader", "DataLoaderIterator", "slowest_state"]
+__all__ = ["AutotuneReport", "DataLoader", "DataLoaderIterator", "LoaderStats", "StageTime", "Tracer",
+           "plot_timeline", "slowest_state", "trace"]

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any
 
+import numpy as np
+
 from thresher.loader.chunk import Chunk
+from thresher.loader.stats import BATCH, StatsRecorder
 from thresher.transforms.batch import Batch
 
 __all__ = ["Batcher"]
+
+_NO_POSITIONS = np.zeros(0, dtype=np.int64)
 
 
 class Batcher:
     """Accumulates chunks in order and hands out whole batches.
 
-    ``pop`` returns ``(output, end, first)``: the batch (or the single element when
-    there is no Batch), the position after its last element (the iterator state once
-    it is emitted), and the position of its first element.
+    ``pop`` returns ``(output, end, first, count)``: the batch (or the single element
+    when there is no Batch), the position after its last element (the iterator state
+    once it is emitted), the position of its first element, and its number of
+    elements. The time spent stacking goes to ``stats`` (stage ``batch``), if given.
 
     Example:
         >>> import numpy as np
@@ -25,57 +32,73 @@ class Batcher:
         >>> from thresher.transforms import Batch
         >>> b = Batcher(Batch(2))
         >>> b.add(Chunk(0, 3, np.arange(3), [10, 11, 12]))
-        >>> out, end, first = b.pop(final=False)
-        >>> out.tolist(), end, first
-        ([10, 11], 2, 0)
+        >>> out, end, first, count = b.pop(final=False)
+        >>> out.tolist(), end, first, count
+        ([10, 11], 2, 0, 2)
         >>> b.pop(final=False) is None, b.pop(final=True)[0].tolist()
         (True, [12])
     """
 
-    def __init__(self, batch: Batch | None) -> None:
+    def __init__(self, batch: Batch | None, stats: StatsRecorder | None = None) -> None:
         self._batch = batch
+        self._stats = stats
         self._size = batch.batch_size if batch is not None else 1
         self._elements: list[Any] = []
-        self._positions: list[int] = []
-        self._ready: deque[tuple[Any, int, int]] = deque()  # batches stacked by a worker
+        self._positions: np.ndarray = _NO_POSITIONS  # int64, the positions of _elements
+        self._head = 0  # without a Batch: elements [0, _head) are already handed out
+        self._ready: deque[tuple[Any, int, int, int]] = deque()  # batches stacked by a worker
 
     def add(self, chunk: Chunk) -> None:
         if chunk.batches is not None:
-            if self._elements:
+            if len(self._elements) > self._head:
                 raise RuntimeError("internal error: stacked batches arrived after a partial batch")
             size = self._size
             for i, batch in enumerate(chunk.batches):
                 first = chunk.start + i * size
-                self._ready.append((batch, min(first + size, chunk.stop), first))
+                end = min(first + size, chunk.stop)
+                self._ready.append((batch, end, first, end - first))
             return
-        self._elements.extend(chunk.elements)
-        self._positions.extend(chunk.positions.tolist())
+        if self._head:
+            del self._elements[:self._head]
+            self._positions = self._positions[self._head:]
+            self._head = 0
+        if self._elements:
+            self._elements.extend(chunk.elements)
+            self._positions = np.concatenate((self._positions, chunk.positions))
+        else:
+            self._elements = list(chunk.elements)
+            self._positions = chunk.positions
 
     @property
     def pending(self) -> int:
-        return len(self._elements) + len(self._ready)
+        return len(self._elements) - self._head + len(self._ready)
 
-    def pop(self, final: bool) -> tuple[Any, int, int] | None:
+    def pop(self, final: bool) -> tuple[Any, int, int, int] | None:
         if self._ready:
             return self._ready.popleft()
-        n = len(self._elements)
+        head = self._head
+        n = len(self._elements) - head
         size = self._size
         if n < size:
             if not final or n == 0 or self._batch is None or self._batch.drop_remainder:
                 return None
             size = n
-        positions = self._positions
-        if self._batch is None:
-            element = self._elements[0]
-            del self._elements[0]
-            p = positions.pop(0)
-            return element, p + 1, p
+        if self._batch is None:  # one element at a time: no list shifting
+            element = self._elements[head]
+            self._elements[head] = None
+            self._head = head + 1
+            p = int(self._positions[head])
+            return element, p + 1, p, 1
         if n == size:
             elements, self._elements = self._elements, []
-            pos, self._positions = positions, []
+            pos, self._positions = self._positions, _NO_POSITIONS
         else:
             elements = self._elements[:size]
             del self._elements[:size]
-            pos = positions[:size]
-            del positions[:size]
-        return self._batch.stack(elements, pos), pos[-1] + 1, pos[0]
+            pos = self._positions[:size]
+            self._positions = self._positions[size:]
+        start = time.monotonic_ns()
+        out = self._batch.stack(elements, pos)
+        if self._stats is not None:
+            self._stats.stage(BATCH, start, time.monotonic_ns())
+        return out, int(pos[-1]) + 1, int(pos[0]), size

@@ -3,10 +3,14 @@
 ``ChunkProcessor(start, stop)`` reads the records of positions [start, stop) of this
 process's stream and runs the per-record operations on them. Its result depends on
 nothing but its arguments, which is why it can run in any worker, in any order.
+
+Each call also notes when each stage ended (``Chunk.marks``: a few clock readings
+per chunk, never per record), for ``DataLoaderIterator.stats()`` and tracing.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +22,9 @@ from thresher.sources.protocol import read_many
 from thresher.transforms.operations import FILTER, MAP, RANDOM_MAP, Operation, Plan
 from thresher.transforms.random_map import RecordRng
 
-__all__ = ["Chunk", "ChunkProcessor"]
+__all__ = ["Chunk", "ChunkProcessor", "stage_labels"]
+
+SAMPLE, READ = "sample", "read"
 
 
 @dataclass
@@ -30,6 +36,9 @@ class Chunk:
     partial, or left out with ``drop_remainder``). Only when no Filter comes before the
     Batch and the chunk is a whole number of batches, so they are the very batches the
     main process would have formed.
+
+    ``marks`` are ``time.monotonic_ns()`` readings: the start, then the end of each
+    stage of ``ChunkProcessor.stages`` (sample, read, each per-record operation).
     """
 
     start: int
@@ -37,17 +46,32 @@ class Chunk:
     positions: np.ndarray  # int64, the positions of ``elements`` (filtered ones removed)
     elements: list[Any]
     batches: list[Any] | None = field(default=None)
+    marks: list[int] | None = field(default=None, repr=False, compare=False)
 
 
-def _context(op: Operation, i: int, positions: np.ndarray, keys: np.ndarray, globals_: np.ndarray) -> str:
-    return (f"operation {op.index} {op.name} failed on record key {int(keys[i])} at position "
-            f"{int(positions[i])} (global position {int(globals_[i])})")
+def stage_labels(names: "list[str] | tuple[str, ...]") -> tuple[str, ...]:
+    """Unique stage labels for operation names: a repeated name gets its index.
+
+    Example:
+        >>> from thresher.loader.chunk import stage_labels
+        >>> stage_labels(["Map(decode)", "Map(f)", "Map(f)"])
+        ('Map(decode)', 'Map(f) #1', 'Map(f) #2')
+    """
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    return tuple(n if counts[n] == 1 else f"{n} #{i}" for i, n in enumerate(names))
 
 
 def _span(positions: np.ndarray) -> str:
     if positions.size == 0:
         return "[]"
     return f"[{int(positions[0])}, {int(positions[-1]) + 1})" if positions.size > 1 else f"[{int(positions[0])}]"
+
+
+def _context(op: Operation, i: int, positions: np.ndarray, keys: np.ndarray, globals_: np.ndarray) -> str:
+    return (f"operation {op.index} {op.name} failed on record key {int(keys[i])} at position "
+            f"{int(positions[i])} (global position {int(globals_[i])})")
 
 
 class ChunkProcessor:
@@ -68,6 +92,11 @@ class ChunkProcessor:
         self.sampler = sampler
         self.plan = plan
         self._rng: RecordRng | None = None
+        labels = stage_labels([op.name for op in plan.record_ops + plan.batch_ops])
+        #: The stages of a chunk, in the order of ``Chunk.marks``.
+        self.stages: tuple[str, ...] = (SAMPLE, READ, *labels[:len(plan.record_ops)])
+        #: The labels of the operations after the Batch (they run in the main process).
+        self.batch_stages: tuple[str, ...] = labels[len(plan.record_ops):]
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -83,10 +112,13 @@ class ChunkProcessor:
         ``start``/``stop`` only label the returned Chunk. Random-access views (the
         Dataset front-end) read arbitrary positions through this.
         """
+        clock = time.monotonic_ns
+        marks = [clock()]
         sampler = self.sampler
         globals_ = sampler.to_global(positions)
         keys, _ = sampler.record_keys(globals_)
         key_list = keys.tolist()
+        marks.append(clock())
         try:
             elements = read_many(self.source, key_list)
         except Exception as e:
@@ -94,6 +126,7 @@ class ChunkProcessor:
             if hasattr(e, "add_note"):
                 e.add_note(note)
             raise
+        marks.append(clock())
         alive: np.ndarray | None = None  # indices into the chunk of the surviving elements
         seeds: np.ndarray | None = None
         for op in self.plan.record_ops:
@@ -109,8 +142,9 @@ class ChunkProcessor:
                 if seeds is None:
                     seeds = sampler.rng_seeds(globals_)
                 elements = self._random_map(op, elements, alive, seeds, positions, keys, globals_)
+            marks.append(clock())
         kept = positions if alive is None else positions[alive]
-        return Chunk(start, stop, kept, elements)
+        return Chunk(start, stop, kept, elements, marks=marks)
 
     @staticmethod
     def _fail(op: Operation, j: int, alive: np.ndarray | None, positions: np.ndarray, keys: np.ndarray,

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence, Union
 
 from thresher.errors import ConfigError
+from thresher.loader.autotune import AutotuneReport, decide, memory_budget
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.iterator import DataLoaderIterator
-from thresher.loader.producer import InProcessProducer, Producer
+from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
 from thresher.loader.state import geometry_of, stream_identity
+from thresher.loader.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS, StatsRecorder, available_cpus
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.transforms.operations import plan_operations
 
@@ -19,6 +23,9 @@ if TYPE_CHECKING:
 __all__ = ["DataLoader"]
 
 _MIN_CHUNK_RECORDS = 256
+_log = logging.getLogger("thresher")
+
+WorkerCount = Union[int, Literal["auto"]]
 
 
 class DataLoader:
@@ -31,13 +38,17 @@ class DataLoader:
         operations: callables (maps), MapTransform, RandomMapTransform,
             FilterTransform, and at most one Batch; operations after the Batch see
             whole batches.
-        worker_count: processes that compute ahead; 0 computes in this process.
+        worker_count: processes that compute ahead; 0 computes in this process;
+            ``"auto"`` measures the first chunk in this process and picks the count
+            (and the read-ahead) from its time and size, the CPUs and the memory
+            (see thresher.loader.autotune; the choice is ``autotune_report``).
             Batches are identical for every value.
         chunk_size: positions computed in one piece (default: a multiple of the
             batch size of at least 256). It changes speed and memory, never results.
-        worker_buffer_size: chunks each worker computes ahead of the training loop
-            (default 2); memory use is about ``worker_count * worker_buffer_size``
-            chunks. It changes speed and memory, never results.
+        worker_buffer_size: chunks each worker computes ahead of the training loop;
+            memory use is about ``worker_count * worker_buffer_size`` chunks. The
+            default (None) is 2, fewer if the first chunk shows that would not fit a
+            quarter of the available memory. It changes speed and memory, never results.
 
     With ``worker_count > 0`` the source and the operations before the Batch are
     pickled with cloudpickle (lambdas and closures work) and run in worker processes
@@ -46,6 +57,9 @@ class DataLoader:
     batches themselves and the training loop gets them without a copy. Operations
     after the Batch run in this process. Keep the training loop of a script under
     ``if __name__ == "__main__":``, as with any multiprocessing code.
+
+    ``it.stats()`` on an iterator tells where the time goes and what to change;
+    ``thresher.trace(path)`` records a timeline (docs/performance.md).
 
     When a Batch comes before any Filter and the shard options leave ``block_size``
     unset, shards are dealt in blocks of one batch: the P local batches of step t
@@ -64,6 +78,12 @@ class DataLoader:
         ...                              worker_count=2)
         >>> [b.tolist() for b in with_workers] == [b.tolist() for b in loader]
         True
+        >>> auto = th.DataLoader(loader.data_source, loader.sampler,
+        ...                      [lambda x: x * 2, th.Batch(4, drop_remainder=True)], worker_count="auto")
+        >>> [b.tolist() for b in auto] == [b.tolist() for b in loader]
+        True
+        >>> auto.autotune_report.worker_count   # 10 records: workers would not pay
+        0
     """
 
     def __init__(
@@ -72,9 +92,9 @@ class DataLoader:
         sampler: IndexSampler,
         operations: Sequence[Any] = (),
         *,
-        worker_count: int = 0,
+        worker_count: WorkerCount = 0,
         chunk_size: int | None = None,
-        worker_buffer_size: int = 2,
+        worker_buffer_size: int | None = None,
     ) -> None:
         if not (hasattr(data_source, "__len__") and hasattr(data_source, "__getitem__")):
             raise ConfigError(f"data_source must have __len__ and __getitem__ (random access); got {data_source!r}")
@@ -84,8 +104,9 @@ class DataLoader:
         if sampler.num_records > n:
             raise ConfigError(f"the sampler has num_records={sampler.num_records} but the source {data_source!r} "
                               f"has only {n} records")
-        if isinstance(worker_count, bool) or not isinstance(worker_count, int) or worker_count < 0:
-            raise ConfigError(f"worker_count must be an int >= 0, got {worker_count!r}")
+        if worker_count != "auto" and (isinstance(worker_count, bool) or not isinstance(worker_count, int)
+                                       or worker_count < 0):
+            raise ConfigError(f"worker_count must be an int >= 0 or \"auto\", got {worker_count!r}")
         self.plan = plan_operations(operations)
         batch = self.plan.batch
         if sampler.shard_options.block_size is None:
@@ -99,17 +120,27 @@ class DataLoader:
             chunk_size = unit * max(1, -(-_MIN_CHUNK_RECORDS // unit))
         elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
             raise ConfigError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
-        if isinstance(worker_buffer_size, bool) or not isinstance(worker_buffer_size, int) or worker_buffer_size < 1:
-            raise ConfigError(f"worker_buffer_size must be an int >= 1, got {worker_buffer_size!r}")
+        if worker_buffer_size is not None and (isinstance(worker_buffer_size, bool)
+                                               or not isinstance(worker_buffer_size, int) or worker_buffer_size < 1):
+            raise ConfigError(f"worker_buffer_size must be an int >= 1 or None, got {worker_buffer_size!r}")
         self.chunk_size = chunk_size
         self.worker_buffer_size = worker_buffer_size
         self._processor = ChunkProcessor(data_source, sampler, self.plan)
         self._worker_spec: WorkerSpec | None = None
-        if worker_count > 0:
+        self._unusable: str | None = None  # why workers cannot run this pipeline ("auto" only)
+        #: What ``worker_count="auto"`` chose (set by the first iterator), else None.
+        self.autotune_report: AutotuneReport | None = None
+        if worker_count != 0:
             from thresher.loader.workers import make_worker_spec, prestart
 
-            self._worker_spec = make_worker_spec(self._processor, chunk_size)
-            prestart()
+            try:
+                self._worker_spec = make_worker_spec(self._processor, chunk_size)
+            except ConfigError as e:
+                if worker_count != "auto":
+                    raise
+                self._unusable = str(e).split(". ")[0]
+            if self._worker_spec is not None:
+                prestart()
 
     @cached_property
     def stream(self) -> dict[str, Any]:
@@ -131,15 +162,43 @@ class DataLoader:
                            batch.batch_size if batch is not None else None,
                            s.shard_options.drop_remainder, aligned)
 
-    def _make_producer(self, position: int) -> Producer:
+    @cached_property
+    def stage_order(self) -> tuple[str, ...]:
+        """The names of the pipeline's stages, in order (the rows of ``it.stats()``)."""
+        p = self._processor
+        return (*p.stages, BATCH, PACK, WAIT_WORKERS, TRANSFER, *p.batch_stages)
+
+    def _make_producer(self, position: int, stats: StatsRecorder | None = None) -> Producer:
         stop = self.sampler.local_length
-        if self.worker_count == 0:
-            return InProcessProducer(self._processor, position, stop, self.chunk_size)
+        if self.worker_count != "auto":
+            return self._producer(self.worker_count, self.worker_buffer_size, position, stop, stats)
+        report = self.autotune_report
+        if report is not None:
+            return self._producer(report.worker_count, report.worker_buffer_size, position, stop, stats)
+
+        def choose(chunk_s: float, chunk_bytes: int, records: int, left: int | None, at: int) -> Producer:
+            report = decide(chunk_s, chunk_bytes, records, left, available_cpus(), memory_budget(), self._unusable)
+            if self.worker_buffer_size is not None:
+                report = replace(report, worker_buffer_size=self.worker_buffer_size)
+            self.autotune_report = report
+            _log.info("%s", report)
+            return self._producer(report.worker_count, report.worker_buffer_size, at, stop, stats)
+
+        if stats is not None:
+            stats.worker_count = 0
+        return MeasuringProducer(self._processor, position, stop, self.chunk_size, stats, choose)
+
+    def _producer(self, workers: int, buffer: int | None, position: int, stop: int | None,
+                  stats: StatsRecorder | None) -> Producer:
+        if stats is not None:
+            stats.worker_count = workers
+            stats.notes = [str(self.autotune_report)] if self.autotune_report is not None else []
+        if workers == 0:
+            return InProcessProducer(self._processor, position, stop, self.chunk_size, stats)
         from thresher.loader.workers import WorkerPoolProducer
 
         assert self._worker_spec is not None
-        return WorkerPoolProducer(self._worker_spec, position, stop, self.chunk_size, self.worker_count,
-                                  self.worker_buffer_size)
+        return WorkerPoolProducer(self._worker_spec, position, stop, self.chunk_size, workers, buffer, stats)
 
     def __iter__(self) -> DataLoaderIterator:
         return DataLoaderIterator(self)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -11,6 +12,7 @@ from thresher.errors import TransformError
 from thresher.loader.batcher import Batcher
 from thresher.loader.producer import Producer
 from thresher.loader.state import make_state, restore_position
+from thresher.loader.stats import LoaderStats, StatsRecorder
 from thresher.samplers.seeds import DOMAIN_BATCH, derive_seed
 from thresher.transforms.operations import FILTER, MAP, RANDOM_MAP, Plan
 from thresher.transforms.random_map import RecordRng
@@ -23,19 +25,24 @@ __all__ = ["DataLoaderIterator", "apply_batch_ops"]
 
 
 def apply_batch_ops(plan: Plan, sampler: IndexSampler, batch: Any, first: int, end: int,
-                    rng: RecordRng) -> tuple[Any, bool]:
+                    rng: RecordRng, timed: Callable[[int, int, int], None] | None = None) -> tuple[Any, bool]:
     """Runs the operations after the Batch on the batch of positions [first, end).
 
     Returns ``(batch, keep)``; ``keep`` is False when a batch-level Filter dropped it.
     A batch-level RandomMap is seeded from the global position of the batch's first
-    element, so it too is a pure function of position.
+    element, so it too is a pure function of position. ``timed(i, started, ended)``,
+    when given, is called with ``time.monotonic_ns()`` readings around operation i.
     """
-    for op in plan.batch_ops:
+    clock = time.monotonic_ns
+    for i, op in enumerate(plan.batch_ops):
+        started = clock() if timed is not None else 0
         try:
             if op.kind == MAP:
                 batch = op.fn(batch)
             elif op.kind == FILTER:
                 if not op.fn(batch):
+                    if timed is not None:
+                        timed(i, started, clock())
                     return batch, False
             elif op.kind == RANDOM_MAP:
                 g = int(sampler.to_global(np.array([first]))[0])
@@ -46,6 +53,8 @@ def apply_batch_ops(plan: Plan, sampler: IndexSampler, batch: Any, first: int, e
                 f"operation {op.index} {op.name} failed on the batch of positions [{first}, {end}): "
                 f"{type(e).__name__}: {e}"
             ) from e
+        if timed is not None:
+            timed(i, started, clock())
     return batch, True
 
 
@@ -53,7 +62,8 @@ class DataLoaderIterator:
     """Iterates over a DataLoader's batches; ``get_state``/``set_state`` resume exactly.
 
     Created by ``iter(loader)``. Also a context manager: leaving the ``with`` block
-    closes it (and stops any worker processes).
+    closes it (and stops any worker processes). ``stats()`` tells where the time
+    went (see thresher.loader.stats).
 
     Example:
         >>> import thresher as th
@@ -74,6 +84,9 @@ class DataLoaderIterator:
         self._producer: Producer | None = None
         self._rng: RecordRng | None = None
         self._closed = False
+        self._stats = StatsRecorder(loader.worker_count if isinstance(loader.worker_count, int) else 0,
+                                    loader.stage_order)
+        self._batch_stages = loader._processor.batch_stages
         self._reset(position)
 
     # -- life cycle ---------------------------------------------------------------------
@@ -82,10 +95,10 @@ class DataLoaderIterator:
             self._producer.close()
             self._producer = None
         self._state_position = position
-        self._batcher = Batcher(self._plan.batch)
+        self._batcher = Batcher(self._plan.batch, self._stats)
         self._exhausted = False
         self._closed = False
-        self._producer = self._loader._make_producer(position)
+        self._producer = self._loader._make_producer(position, self._stats)
 
     def close(self) -> None:
         """Stops the producer (and its workers); further ``next`` raises StopIteration.
@@ -94,7 +107,7 @@ class DataLoaderIterator:
         """
         self._closed = True
         if self._batcher.pending:
-            self._batcher = Batcher(self._plan.batch)
+            self._batcher = Batcher(self._plan.batch, self._stats)
         if self._producer is not None:
             producer, self._producer = self._producer, None
             producer.close()
@@ -117,18 +130,29 @@ class DataLoaderIterator:
         return self
 
     def __next__(self) -> Any:
+        stats = self._stats
+        start = stats.enter()
+        try:
+            return self._next()
+        finally:
+            stats.exit(start)
+
+    def _next(self) -> Any:
         if self._closed:
             raise StopIteration
         batcher = self._batcher
         while True:
             item = batcher.pop(final=self._exhausted)
             if item is not None:
-                out, end, first = item
+                out, end, first, count = item
                 keep = True
                 if self._plan.batch_ops:
                     out, keep = self._apply_batch_ops(out, first, end)
                 self._state_position = end
                 if keep:
+                    stats = self._stats
+                    stats.batches += 1
+                    stats.records += count
                     return out
                 continue
             if self._exhausted:
@@ -148,7 +172,32 @@ class DataLoaderIterator:
     def _apply_batch_ops(self, batch: Any, first: int, end: int) -> tuple[Any, bool]:
         if self._rng is None:
             self._rng = RecordRng()
-        return apply_batch_ops(self._plan, self._loader.sampler, batch, first, end, self._rng)
+        stats, labels = self._stats, self._batch_stages
+        return apply_batch_ops(self._plan, self._loader.sampler, batch, first, end, self._rng,
+                               lambda i, started, ended: stats.stage(labels[i], started, ended))
+
+    def stats(self, reset: bool = False) -> LoaderStats:
+        """Where the time went since the iterator was created (or since the last reset).
+
+        Per-stage seconds (read, each operation, batch, transfer from workers, waiting),
+        the time the training loop spent inside ``next()`` and outside it, records/s
+        and a bottleneck hint; ``print(it.stats())`` shows a table. ``reset=True``
+        starts a new measurement (e.g. after warm-up) once this one is taken.
+
+        Example:
+            >>> import thresher as th
+            >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 64), th.IndexSampler(64),
+            ...                        [th.Batch(8)])
+            >>> it = iter(loader)
+            >>> _ = [next(it) for _ in range(4)]
+            >>> s = it.stats()
+            >>> s.batches, s.records, s.hint.split(":")[0] in ("input-bound", "balanced", "compute-bound")
+            (4, 32, True)
+        """
+        out = self._stats.snapshot()
+        if reset:
+            self._stats.reset()
+        return out
 
     # -- state ------------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:

@@ -3,15 +3,17 @@
 The in-process producer computes each chunk when asked. The worker pool (another
 producer with the same interface) computes chunk c in worker ``c mod W`` ahead of
 time; results are identical because each chunk is a pure function of its range.
+Producers note each chunk's stage times in the iterator's StatsRecorder.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Callable, Protocol
 
 from thresher.loader.chunk import Chunk, ChunkProcessor
+from thresher.loader.stats import StatsRecorder
 
-__all__ = ["Producer", "InProcessProducer", "chunk_bounds"]
+__all__ = ["Producer", "InProcessProducer", "MeasuringProducer", "chunk_bounds"]
 
 
 class Producer(Protocol):
@@ -32,17 +34,72 @@ def chunk_bounds(start: int, stop: int | None, chunk_size: int, index: int) -> t
 class InProcessProducer:
     """Computes chunks one by one in the calling thread (worker_count=0)."""
 
-    def __init__(self, processor: ChunkProcessor, start: int, stop: int | None, chunk_size: int) -> None:
+    def __init__(self, processor: ChunkProcessor, start: int, stop: int | None, chunk_size: int,
+                 stats: StatsRecorder | None = None) -> None:
         self._processor = processor
         self._start, self._stop, self._chunk_size = start, stop, chunk_size
         self._index = 0
+        self._stats = stats
 
     def next_chunk(self) -> Chunk | None:
         bounds = chunk_bounds(self._start, self._stop, self._chunk_size, self._index)
         if bounds is None:
             return None
+        chunk = self._processor(*bounds)
+        if self._stats is not None and chunk.marks is not None:
+            self._stats.chunk(self._processor.stages, chunk.marks, index=self._index, start=bounds[0],
+                              stop=bounds[1])
         self._index += 1
-        return self._processor(*bounds)
+        return chunk
 
     def close(self) -> None:
         pass
+
+
+class MeasuringProducer:
+    """Computes the first chunks here, measuring them, then lets ``choose`` pick the producer
+    of the rest (``worker_count="auto"``).
+
+    It measures at least ``MIN_PROBES`` chunks (the first is often slow: files open,
+    caches are cold), more while they are cheap, and passes the fastest time to
+    ``choose(chunk_s, chunk_bytes, chunk_records, chunks_left, position)``, which returns
+    the producer for the positions from ``position`` on (same chunk size, so the chunks
+    are exactly those of one producer). The measured chunks are handed out as usual.
+    """
+
+    MIN_PROBES, MAX_PROBES, CHEAP_S = 2, 4, 0.01
+
+    def __init__(self, processor: ChunkProcessor, start: int, stop: int | None, chunk_size: int,
+                 stats: StatsRecorder | None, choose: Callable[[float, int, int, int | None, int], Producer]) -> None:
+        self._probe = InProcessProducer(processor, start, stop, chunk_size, stats)
+        self._start, self._stop, self._chunk_size = start, stop, chunk_size
+        self._choose = choose
+        self._times: list[float] = []
+        self._rest: Producer | None = None
+
+    @property
+    def rest(self) -> Producer | None:
+        """The producer chosen after measuring (None until then)."""
+        return self._rest
+
+    def next_chunk(self) -> Chunk | None:
+        if self._rest is not None:
+            return self._rest.next_chunk()
+        chunk = self._probe.next_chunk()
+        if chunk is None:
+            return None
+        marks = chunk.marks
+        self._times.append((marks[-1] - marks[0]) / 1e9 if marks else 0.0)
+        n, total = len(self._times), sum(self._times)
+        last = self._stop is not None and chunk.stop >= self._stop
+        if last or n >= self.MAX_PROBES or (n >= self.MIN_PROBES and total >= self.CHEAP_S):
+            from thresher.loader.autotune import nbytes
+
+            left = None if self._stop is None else -(-(self._stop - chunk.stop) // self._chunk_size)
+            self._rest = self._choose(min(self._times), nbytes(chunk.elements), chunk.stop - chunk.start, left,
+                                      chunk.stop)
+        return chunk
+
+    def close(self) -> None:
+        if self._rest is not None:
+            self._rest.close()

@@ -126,7 +126,7 @@ def pack(obj: Any) -> Packed:
     return packed
 
 
-def unpack(meta: bytes, layout: list[tuple[int, int, int]], sizes: list[int], fds: list[int]) -> Any:
+def unpack(meta: bytes | bytearray, layout: list[tuple[int, int, int]], sizes: list[int], fds: list[int]) -> Any:
     """Unpickles a packed result; takes ownership of ``fds`` (closed before returning).
 
     Arrays that travelled out of band are views onto mappings of the files; a

@@ -20,6 +20,7 @@ import os
 import pickle
 import signal
 import socket
+import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
@@ -30,13 +31,15 @@ from thresher.errors import BatchError, TransformError, WorkerError
 from thresher.loader.chunk import Chunk, ChunkProcessor
 from thresher.loader.remote_errors import describe_exception
 from thresher.loader.shm import Packed, pack
+from thresher.loader.stats import BATCH, PACK
+from thresher.loader.wire import send
 
 try:  # what an ArrayRecordSource reads with: imported once, in the fork server
     from array_record.python import array_record_module  # noqa: F401
 except ImportError:  # pragma: no cover
     pass
 
-__all__ = ["ERROR", "OK", "WorkerSpec", "compute", "run"]
+__all__ = ["ERROR", "OK", "WorkerSpec", "compute", "run", "worker_stages"]
 
 OK, ERROR = "ok", "error"
 
@@ -51,11 +54,19 @@ class WorkerSpec:
         stack: workers stack whole batches (a Batch, no Filter before it, and chunks
             that are a whole number of batches).
         description: the pipeline, for messages.
+        stages: the names of the stages whose end times a worker sends with each
+            chunk (the processor's, then ``batch`` when it stacks, then ``pack``).
     """
 
     payload: bytes
     stack: bool
     description: str = ""
+    stages: tuple[str, ...] = ()
+
+
+def worker_stages(processor_stages: tuple[str, ...], stack: bool) -> tuple[str, ...]:
+    """The stages a worker times: the processor's, ``batch`` when it stacks, ``pack``."""
+    return processor_stages + ((BATCH,) if stack else ()) + (PACK,)
 
 
 def _stack_batches(processor: ChunkProcessor, chunk: Chunk) -> Chunk:
@@ -63,7 +74,7 @@ def _stack_batches(processor: ChunkProcessor, chunk: Chunk) -> Chunk:
     batch = processor.plan.batch
     assert batch is not None
     b = batch.batch_size
-    elements, positions = chunk.elements, chunk.positions.tolist()
+    elements, positions = chunk.elements, chunk.positions
     n = len(elements)
     bounds = [(i, min(i + b, n)) for i in range(0, n, b)]
     if n % b and batch.drop_remainder:
@@ -102,18 +113,29 @@ def _unpicklable(processor: ChunkProcessor, chunk: Chunk, error: Exception) -> T
                           f"worker process to the main process: {type(error).__name__}: {error}")
 
 
-def compute(processor: ChunkProcessor, stack: bool, start: int, stop: int) -> Packed:
-    """Computes positions [start, stop) and packs the result for sending."""
+def compute(processor: ChunkProcessor, stack: bool, start: int, stop: int) -> tuple[Packed, list[int]]:
+    """Computes positions [start, stop) and packs the result for sending.
+
+    Returns the packed result and the stage end times (``time.monotonic_ns()``): the
+    chunk's marks, then the end of stacking (when ``stack``) and of packing.
+    """
     chunk = processor(start, stop)
-    out = _stack_batches(processor, chunk) if stack else chunk
+    marks = chunk.marks if chunk.marks is not None else []
+    chunk.marks = None
+    out = chunk
+    if stack:
+        out = _stack_batches(processor, chunk)
+        marks.append(time.monotonic_ns())
     try:
-        return pack(out)
+        packed = pack(out)
     except Exception as e:
         raise _unpicklable(processor, chunk, e) from e
+    marks.append(time.monotonic_ns())
+    return packed, marks
 
 
-def _send_error(conn: Connection, index: int, e: BaseException) -> None:
-    conn.send_bytes(pickle.dumps((ERROR, index, describe_exception(e))))
+def _send_error(sock: socket.socket, index: int, e: BaseException) -> None:
+    send(sock, (ERROR, index, describe_exception(e)))
 
 
 def _load(spec: WorkerSpec) -> ChunkProcessor:
@@ -154,15 +176,12 @@ def run(index: int, spec: WorkerSpec, conn: Connection) -> None:
                 if processor is None:
                     assert load_error is not None
                     raise load_error
-                packed = compute(processor, spec.stack, start, stop)
+                packed, marks = compute(processor, spec.stack, start, stop)
             except BaseException as e:
-                _send_error(conn, chunk_index, e)
+                _send_error(sock, chunk_index, e)
                 continue
             try:
-                header = (OK, chunk_index, packed.meta, packed.layout, packed.sizes)
-                conn.send_bytes(pickle.dumps(header, protocol=5))
-                if packed.fds:
-                    socket.send_fds(sock, [b"F"], packed.fds)
+                send(sock, (OK, chunk_index, packed.layout, packed.sizes, marks), packed.meta, packed.fds)
             finally:
                 packed.close()
     except (EOFError, OSError):

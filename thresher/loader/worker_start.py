@@ -23,7 +23,7 @@ from typing import Any
 
 from thresher.errors import ConfigError
 from thresher.loader.chunk import ChunkProcessor
-from thresher.loader.worker_main import WorkerSpec
+from thresher.loader.worker_main import WorkerSpec, worker_stages
 
 __all__ = ["context", "make_worker_spec", "prestart", "start_method"]
 
@@ -131,4 +131,5 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
         ) from e
     batch = plan.batch
     stack = batch is not None and not plan.filter_before_batch and chunk_size % batch.batch_size == 0
-    return WorkerSpec(payload, stack, "[" + ", ".join(plan.descriptions) + "]")
+    return WorkerSpec(payload, stack, "[" + ", ".join(plan.descriptions) + "]",
+                      worker_stages(processor.stages, stack))

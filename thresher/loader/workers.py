@@ -10,6 +10,12 @@ Read-ahead is bounded: each worker has at most ``buffer_size`` chunks given to i
 not yet taken by the main process. When the main process takes chunk c it hands
 chunk ``c + W * buffer_size`` to the same worker. The main process never waits for
 a chunk that is ready: it reads the next in-order message as soon as it is there.
+With ``buffer_size=None`` the read-ahead is sized by memory: 2 chunks per worker,
+fewer when the first chunk shows that ``W * 2`` chunks would not fit the budget
+(see autotune.read_ahead).
+
+Each message carries the worker's stage times for its chunk; the producer adds them,
+and its own waiting and transfer times, to the iterator's StatsRecorder.
 
 Failure and shutdown (DESIGN.md, invariants 6 and 7):
 
@@ -30,7 +36,6 @@ How workers are started (forkserver, preloads): see worker_start.
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 import socket
 import time
@@ -40,10 +45,13 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from thresher.errors import ConfigError, WorkerError
+from thresher.loader import wire
+from thresher.loader.autotune import read_ahead
 from thresher.loader.chunk import Chunk
 from thresher.loader.producer import chunk_bounds
 from thresher.loader.remote_errors import rebuild_exception
 from thresher.loader.shm import unpack
+from thresher.loader.stats import TRANSFER, WAIT_WORKERS, StatsRecorder
 from thresher.loader.worker_main import ERROR, WorkerSpec, run
 from thresher.loader.worker_start import context, make_worker_spec, prestart, start_method
 
@@ -111,22 +119,17 @@ class _Pool:
         except OSError:
             pass  # the worker is gone; receive() reports it
 
-    def _receive_fds(self, w: int, count: int) -> list[int]:
-        _, fds, _, _ = socket.recv_fds(self.socks[w], 1, count)
-        return list(fds)
-
     def _last_task(self, w: int) -> str:
         """What the dead worker ``w`` was doing: the first task it did not deliver."""
         delivered = set()
-        conn = self.conns[w]
+        sock = self.socks[w]
         try:
-            while conn.poll(0):
-                message = pickle.loads(conn.recv_bytes())
-                delivered.add(message[1])
-                if message[0] != ERROR and message[4]:
-                    for fd in self._receive_fds(w, len(message[4])):
-                        os.close(fd)
-        except (EOFError, OSError, pickle.UnpicklingError):
+            while self.conns[w].poll(0):
+                header, _, fds = wire.receive(sock)
+                delivered.add(header[1])
+                for fd in fds:
+                    os.close(fd)
+        except (EOFError, OSError, ValueError):
             pass
         for index, start, stop in self.given[w]:
             if index not in delivered:
@@ -147,43 +150,45 @@ class _Pool:
             "last get_state() into a new iterator"
         )
 
-    def receive(self, w: int, index: int, bounds: tuple[int, int]) -> Chunk:
-        """Chunk ``index`` (positions ``bounds``), the next message of worker ``w``."""
+    def receive(self, w: int, index: int, bounds: tuple[int, int]) -> tuple[Chunk, list[int], int, int]:
+        """Chunk ``index`` (positions ``bounds``), the next message of worker ``w``.
+
+        Returns the chunk, the worker's stage end times, the time (monotonic ns) the
+        message was there to read, and its size in bytes (pickle and shared memory).
+        """
         conn = self.conns[w]
-        sentinels = {p.sentinel: i for i, p in enumerate(self.procs)}
-        waitables: list[Any] = [conn, *sentinels]
-        while True:
-            ready = wait(waitables, timeout=_POLL_S)
-            dead = [sentinels[s] for s in ready if s in sentinels]
-            if dead:
-                raise self._died(dead[0], bounds)
-            if ready:
-                break
+        if not conn.poll(0):
+            sentinels = {p.sentinel: i for i, p in enumerate(self.procs)}
+            waitables: list[Any] = [conn, *sentinels]
+            while True:
+                ready = wait(waitables, timeout=_POLL_S)
+                dead = [sentinels[s] for s in ready if s in sentinels]
+                if dead:
+                    raise self._died(dead[0], bounds)
+                if ready:
+                    break
+        there = time.monotonic_ns()
         try:
-            message = pickle.loads(conn.recv_bytes())
+            header, meta, fds = wire.receive(self.socks[w])
         except (EOFError, OSError):
             raise self._died(w, bounds) from None
         self.given[w].popleft()
-        if message[0] == ERROR:
-            raise rebuild_exception(message[2], self.where(w))
-        _, got, meta, layout, sizes = message
-        fds: list[int] = []
-        if sizes:
-            try:
-                fds = self._receive_fds(w, len(sizes))
-            except OSError:
-                pass
-            if len(fds) != len(sizes):
-                for fd in fds:
-                    os.close(fd)
-                raise self._died(w, bounds)
+        if header[0] == ERROR:
+            for fd in fds:
+                os.close(fd)
+            raise rebuild_exception(header[2], self.where(w))
+        _, got, layout, sizes, marks = header
+        if len(fds) != len(sizes):
+            for fd in fds:
+                os.close(fd)
+            raise self._died(w, bounds)
         if got != index:
             for fd in fds:
                 os.close(fd)
             raise WorkerError(f"internal error: {self.where(w)} sent chunk {got}, expected {index}")
         chunk = unpack(meta, layout, sizes, fds)
         assert isinstance(chunk, Chunk)
-        return chunk
+        return chunk, marks, there, len(meta) + sum(sizes)
 
     def shutdown(self) -> None:
         """Stops every worker (idempotent, bounded: about a second at most)."""
@@ -224,7 +229,11 @@ class WorkerPoolProducer:
         start, stop: the positions to produce (``stop=None``: forever).
         chunk_size: positions per chunk.
         worker_count: W; fewer are started when there are fewer chunks.
-        buffer_size: chunks per worker computed ahead of the consumer (>= 1).
+        buffer_size: chunks per worker computed ahead of the consumer (>= 1), or None
+            to size the read-ahead by memory (see ``autotune.read_ahead``).
+        stats: where to note the stage times (the iterator's StatsRecorder).
+        memory_budget: bytes the read-ahead may use when ``buffer_size`` is None
+            (default: ``autotune.memory_budget()``).
 
     Example:
         >>> import thresher as th
@@ -236,14 +245,21 @@ class WorkerPoolProducer:
     """
 
     def __init__(self, spec: WorkerSpec, start: int, stop: int | None, chunk_size: int,
-                 worker_count: int, buffer_size: int = DEFAULT_BUFFER_SIZE) -> None:
-        if worker_count < 1 or buffer_size < 1:
+                 worker_count: int, buffer_size: int | None = DEFAULT_BUFFER_SIZE,
+                 stats: StatsRecorder | None = None, memory_budget: int | None = None) -> None:
+        if worker_count < 1 or (buffer_size is not None and buffer_size < 1):
             raise ConfigError(f"need worker_count >= 1 and buffer_size >= 1, got {worker_count}, {buffer_size}")
+        self._spec = spec
         self._start, self._stop, self._chunk_size = start, stop, chunk_size
         chunks = None if stop is None else max(0, -(-(stop - start) // chunk_size))
         self._count = worker_count if chunks is None else min(worker_count, chunks)
-        self._ahead = self._count * buffer_size
-        self._index = 0
+        self._sized_by_memory = buffer_size is None
+        self._memory_budget = memory_budget
+        self._buffer = DEFAULT_BUFFER_SIZE if buffer_size is None else buffer_size
+        self._ahead = self._count * self._buffer
+        self._index = 0  # the next chunk to take back
+        self._handed = 0  # chunks handed out so far
+        self._stats = stats
         self._pool: _Pool | None = None
         self._finalizer: weakref.finalize | None = None
         if self._count == 0:
@@ -251,13 +267,17 @@ class WorkerPoolProducer:
         pool = self._pool = _Pool(spec, self._count)
         # The finalizer holds the pool, never the producer: dropping the iterator stops the workers.
         self._finalizer = weakref.finalize(self, pool.shutdown)
-        for c in range(self._ahead):
-            self._hand_out(c)
+        self._hand_out()
 
-    def _hand_out(self, index: int) -> None:
-        bounds = chunk_bounds(self._start, self._stop, self._chunk_size, index)
-        if bounds is not None and self._pool is not None:
-            self._pool.send(index % self._count, (index, *bounds))
+    def _hand_out(self) -> None:
+        """Hands out chunks until ``_ahead`` of them are out and not taken back."""
+        pool = self._pool
+        while pool is not None and self._handed < self._index + self._ahead:
+            bounds = chunk_bounds(self._start, self._stop, self._chunk_size, self._handed)
+            if bounds is None:
+                return
+            pool.send(self._handed % self._count, (self._handed, *bounds))
+            self._handed += 1
 
     def next_chunk(self) -> Chunk | None:
         index = self._index
@@ -266,10 +286,32 @@ class WorkerPoolProducer:
             return None
         if self._pool.closed:
             raise WorkerError("the worker pool is closed")
-        chunk = self._pool.receive(index % self._count, index, bounds)
+        w = index % self._count
+        asked = time.monotonic_ns()
+        chunk, marks, there, nbytes = self._pool.receive(w, index, bounds)
+        stats = self._stats
+        if stats is not None:
+            done = time.monotonic_ns()
+            stats.stage(WAIT_WORKERS, asked, there)
+            stats.stage(TRANSFER, there, done)
+            if len(marks) == len(self._spec.stages) + 1:
+                stats.chunk(self._spec.stages, marks, w, self._pool.pids[w], index, bounds[0], bounds[1])
+        if self._sized_by_memory and index == 0:
+            self._buffer = read_ahead(nbytes, self._count, self._memory_budget, DEFAULT_BUFFER_SIZE)
+            self._ahead = self._count * self._buffer
         self._index = index + 1
-        self._hand_out(index + self._ahead)
+        self._hand_out()
         return chunk
+
+    @property
+    def buffer_size(self) -> int:
+        """Chunks per worker computed ahead (after sizing by memory, when that was asked for)."""
+        return self._buffer
+
+    @property
+    def worker_count(self) -> int:
+        """The workers started (fewer than asked when the stream has fewer chunks)."""
+        return self._count
 
     @property
     def pids(self) -> list[int]:

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from thresher.samplers.seeds import derive_seed, mix64, mix64_array
+from thresher.samplers.seeds import derive_seed, mix64, mix64_array, mix64_inplace
 
 __all__ = ["Permutation", "NUM_ROUNDS", "SMALL_N"]
 
 NUM_ROUNDS = 8
 SMALL_N = 4096
+_SCALAR_WALK = 8  # at most this many values left to walk: finish them one by one in Python
 
 
 def _fisher_yates(n: int, key: int) -> np.ndarray:
@@ -72,11 +73,31 @@ class Permutation:
         self._rounds = [tuple(np.uint64(v) for v in r) for r in rounds]
 
     def _encrypt(self, x: np.ndarray) -> np.ndarray:
+        # Each round: x = (lo << top) | (hi ^ (mix64(lo ^ key) & top_mask)), computed in
+        # place: fewer temporaries, the same bits.
         for key, bottom, top, bottom_mask, top_mask in self._rounds:
-            hi = x >> bottom
             lo = x & bottom_mask
-            x = (lo << top) | (hi ^ (mix64_array(lo ^ key) & top_mask))
+            z = mix64_inplace(lo ^ key)
+            z &= top_mask
+            z ^= x >> bottom
+            lo <<= top
+            lo |= z
+            x = lo
         return x
+
+    def _walk_one(self, y: int) -> int:
+        """Cycle-walks one value with Python ints (the same rounds as ``_encrypt``).
+
+        The last few values of a walk are cheaper this way than through NumPy, whose
+        per-call cost (8 rounds of ~14 calls) dominates for a handful of elements.
+        """
+        n = self.n
+        while True:
+            for key, bottom, top, bottom_mask, top_mask in self._int_rounds:
+                lo = y & bottom_mask
+                y = (lo << top) | ((y >> bottom) ^ (mix64(lo ^ key) & top_mask))
+            if y < n:
+                return y
 
     def __call__(self, indices: np.ndarray) -> np.ndarray:
         """Permutes an array of indices in [0, n); returns uint64."""
@@ -90,10 +111,12 @@ class Permutation:
         n = np.uint64(self.n)
         y = self._encrypt(x)
         outside = np.flatnonzero(y >= n)
-        while outside.size:
+        while outside.size > _SCALAR_WALK:
             z = self._encrypt(y[outside])
             y[outside] = z
             outside = outside[z >= n]
+        for i in outside.tolist():
+            y[i] = self._walk_one(int(y[i]))
         return y
 
     def at(self, index: int) -> int:
@@ -104,9 +127,4 @@ class Permutation:
             return int(index)
         if self._table is not None:
             return int(self._table[index])
-        x = int(index)
-        while True:
-            for key, bottom, top, bottom_mask, top_mask in self._int_rounds:
-                x = ((x & bottom_mask) << top) | ((x >> bottom) ^ (mix64((x & bottom_mask) ^ key) & top_mask))
-            if x < self.n:
-                return x
+        return self._walk_one(int(index))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["MASK64", "mix64", "mix64_array", "derive_seed", "derive_seeds", "DOMAIN_PERMUTATION",
+__all__ = ["MASK64", "mix64", "mix64_array", "mix64_inplace", "derive_seed", "derive_seeds", "DOMAIN_PERMUTATION",
            "DOMAIN_RECORD", "DOMAIN_BATCH", "DOMAIN_OPERATION", "check_seed"]
 
 MASK64 = (1 << 64) - 1
@@ -51,6 +51,20 @@ def mix64(z: int) -> int:
     z = ((z ^ (z >> 30)) * _M1) & MASK64
     z = ((z ^ (z >> 27)) * _M2) & MASK64
     return z ^ (z >> 31)
+
+
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
+def mix64_inplace(z: np.ndarray) -> np.ndarray:
+    """:func:`mix64` on a uint64 array, in place (returns ``z``)."""
+    z += _U_GOLDEN
+    z ^= z >> _S30
+    z *= _U_M1
+    z ^= z >> _S27
+    z *= _U_M2
+    z ^= z >> _S31
+    return z
 
 
 def mix64_array(z: np.ndarray) -> np.ndarray:

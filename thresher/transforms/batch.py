@@ -38,7 +38,7 @@ class Batch:
         self.batch_size = int(batch_size)
         self.drop_remainder = bool(drop_remainder)
 
-    def stack(self, elements: Sequence[Any], positions: Sequence[int] | None = None) -> Any:
+    def stack(self, elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None = None) -> Any:
         """Stacks ``elements`` into one batch (see :func:`stack`)."""
         return stack(elements, positions)
 
@@ -46,7 +46,7 @@ class Batch:
         return f"Batch({self.batch_size}, drop_remainder={self.drop_remainder})"
 
 
-def _where(i: int, positions: Sequence[int] | None) -> str:
+def _where(i: int, positions: Sequence[int] | np.ndarray | None) -> str:
     return f"element {i}" + (f" (position {positions[i]})" if positions is not None else "")
 
 
@@ -54,7 +54,8 @@ def _path(path: tuple[Any, ...]) -> str:
     return "".join(f"[{p!r}]" for p in path) or "<root>"
 
 
-def _stack_leaves(elements: Sequence[Any], positions: Sequence[int] | None, path: tuple[Any, ...]) -> np.ndarray:
+def _stack_leaves(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None,
+                  path: tuple[Any, ...]) -> np.ndarray:
     first = elements[0]
     if isinstance(first, np.ndarray):
         try:
@@ -85,7 +86,7 @@ def _stack_leaves(elements: Sequence[Any], positions: Sequence[int] | None, path
     return out
 
 
-def _stack(elements: Sequence[Any], positions: Sequence[int] | None, path: tuple[Any, ...]) -> Any:
+def _stack(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None, path: tuple[Any, ...]) -> Any:
     first = elements[0]
     if isinstance(first, dict):
         keys = first.keys()
@@ -113,7 +114,7 @@ def _stack(elements: Sequence[Any], positions: Sequence[int] | None, path: tuple
     return _stack_leaves(elements, positions, path)
 
 
-def stack(elements: Sequence[Any], positions: Sequence[int] | None = None) -> Any:
+def stack(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None = None) -> Any:
     """Stacks a non-empty sequence of same-structured pytrees leaf by leaf.
 
     Raises BatchError naming the leaf path and the two shapes (and positions, when

@@ -66,19 +66,20 @@ class RecordRng:
     The 128-bit state and increment are hashed from (record seed, salt).
     """
 
-    __slots__ = ("_bitgen", "generator")
+    __slots__ = ("_bitgen", "generator", "_state", "_inner")
 
     def __init__(self) -> None:
         self._bitgen = np.random.PCG64(0)
         self.generator = np.random.Generator(self._bitgen)
+        # One state dict, refilled per record (the setter copies what it reads).
+        self._inner: dict[str, int] = {"state": 0, "inc": 1}
+        self._state: Any = {"bit_generator": "PCG64", "state": self._inner, "has_uint32": 0, "uinteger": 0}
 
     def _set(self, a: int, b: int, c: int) -> np.random.Generator:
-        self._bitgen.state = {
-            "bit_generator": "PCG64",
-            "state": {"state": (a << 64) | b, "inc": ((c << 1) | 1) & _MASK128},
-            "has_uint32": 0,
-            "uinteger": 0,
-        }
+        inner = self._inner
+        inner["state"] = (a << 64) | b
+        inner["inc"] = ((c << 1) | 1) & _MASK128
+        self._bitgen.state = self._state
         return self.generator
 
     def seeded(self, record_seed: int, salt: int) -> np.random.Generator:

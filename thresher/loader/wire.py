@@ -1,0 +1,90 @@
+"""Worker -> main messages: a small header, the result's pickle and its descriptors, sent at once.
+
+One message is a 16-byte prefix (the lengths of the two parts), the pickled header,
+and ``meta`` (the result's pickle, see :mod:`thresher.loader.shm`), written with one
+``sendmsg`` that also carries the shared-memory file descriptors (SCM_RIGHTS) on its
+first byte. Sending the descriptors with the data, rather than in a second message,
+means the main process wakes up once per chunk with everything it needs: it never
+waits on a worker that was descheduled between two sends (on a busy machine that
+wait cost milliseconds per chunk).
+
+Example:
+    >>> import socket
+    >>> from thresher.loader.wire import receive, send
+    >>> a, b = socket.socketpair()
+    >>> send(a, ("ok", 3), b"payload")
+    >>> header, meta, fds = receive(b)
+    >>> header, bytes(meta), fds
+    (('ok', 3), b'payload', [])
+"""
+
+from __future__ import annotations
+
+import array
+import os
+import pickle
+import socket
+import struct
+from typing import Any, Sequence
+
+__all__ = ["MAX_FDS", "receive", "send"]
+
+MAX_FDS = 64
+"""Descriptors one message may carry (a result uses at most shm.MAX_SEGMENTS)."""
+
+_PREFIX = struct.Struct("!QQ")
+
+
+def send(sock: socket.socket, header: Any, meta: bytes = b"", fds: Sequence[int] = ()) -> None:
+    """Sends one message; the caller keeps (and closes) its copies of ``fds``."""
+    head = pickle.dumps(header, protocol=5)
+    parts = [_PREFIX.pack(len(head), len(meta)), head, meta]
+    total = sum(len(p) for p in parts)
+    anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+    sent = sock.sendmsg(parts, anc)
+    if sent < total:  # a signal interrupted a large send: the rest goes without descriptors
+        sock.sendall(b"".join(parts)[sent:])
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise EOFError("the worker's socket closed in the middle of a message")
+        got += k
+    return buf
+
+
+def receive(sock: socket.socket) -> tuple[Any, bytes | bytearray, list[int]]:
+    """Receives one message: ``(header, meta, fds)``; the caller owns (closes) ``fds``.
+
+    Raises EOFError when the socket is closed before a whole message arrived (any
+    descriptors received with it are closed).
+    """
+    fds = array.array("i")
+    data, ancdata, flags, _ = sock.recvmsg(_PREFIX.size, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[:len(payload) - (len(payload) % fds.itemsize)])
+    received = list(fds)
+    try:
+        if not data:
+            raise EOFError("the worker's socket is closed")
+        if flags & getattr(socket, "MSG_CTRUNC", 0):
+            raise OSError("a worker message carried more file descriptors than expected")
+        if len(data) < _PREFIX.size:
+            data += _read_exact(sock, _PREFIX.size - len(data))
+        head_n, meta_n = _PREFIX.unpack(data)
+        head = pickle.loads(_read_exact(sock, head_n))
+        meta: bytes | bytearray = _read_exact(sock, meta_n) if meta_n else b""
+    except BaseException:
+        for fd in received:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        raise
+    return head, meta, received
