@@ -72,7 +72,7 @@ class PaddedBatch(Batch):
         self.pad_to = pad_to
         self.padding_value = padding_value
 
-    def _target(self, shapes: list[tuple[int, ...]], positions: Sequence[int] | None) -> tuple[int, ...]:
+    def _target(self, shapes: list[tuple[int, ...]], positions: Sequence[int] | np.ndarray | None) -> tuple[int, ...]:
         ndim = len(shapes[0])
         biggest = tuple(max(s[a] for s in shapes) for a in range(ndim))
         if self.pad_to == "max":
