@@ -128,7 +128,7 @@ def _cases(workload: str, sizes: dict[str, Any]) -> list[Case]:
                 _t("W6", "thresher (pad map + Batch, chunk_size=1024)", default=False, variant="pad_map",
                    chunk_size=1024),
                 _t("W6", "thresher (Batch bytes + batch-level pad)", default=False, variant="pad_batch"),
-                _t("W6", "thresher packing", default=False, variant="pack"),
+                _t("W6", "thresher packing (Dataset.pack, best fit)", default=False, variant="pack"),
                 _g("W6", "grain DataLoader pad (default)"),
                 _g("W6", "grain DataLoader pad (num_threads=0)", default=False, threads=0),
                 Case("W6", "grain FirstFitPack (default)", "grain", "grain_loader",

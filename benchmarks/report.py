@@ -152,7 +152,9 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         bare_best = _best(bares)
         for workers in sorted({r["workers"] for r in ws}):
             g = [r for r in ws if r["workers"] == workers]
-            ths = [r for r in g if r["family"] == "thresher"]
+            ths = [r for r in g if r["family"] == "thresher" and r["config"].get("variant") != "pack"]
+            th_pack = next((r for r in g if r["family"] == "thresher" and r["config"].get("variant") == "pack"
+                            and r.get("records_per_s")), None)
             th_default = next((r for r in ths if r["default"]), None)
             th_best = _best(ths)
             peers: list[tuple[str, dict[str, Any] | None, float]] = []
@@ -178,6 +180,11 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             variants = [("default", th_default)]
             if th_best is not None and th_best is not th_default:
                 variants.append(("best", th_best))
+            if th_pack is not None:  # packing against packing: thresher.Dataset.pack vs Grain's
+                for label, other, mult in peers:
+                    if label.startswith("grain packing") and other and other.get("records_per_s"):
+                        add(w, workers, label, th_pack, other, th_pack["records_per_s"] / other["records_per_s"],
+                            "records/s", TARGETS.get((w, workers, label)), "packing")
             for which, th in variants:
                 rate = th.get("records_per_s") if th else None
                 for label, other, mult in peers:

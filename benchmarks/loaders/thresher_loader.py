@@ -52,9 +52,7 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any], num_epochs
             elif variant == "pad_batch":
                 ops = [th.Batch(work.W6_BATCH, drop_remainder=True), w6_pad_bytes_batch]
             elif variant == "pack":
-                if not hasattr(th, "Dataset"):
-                    raise Unavailable("thresher has no packing op / Dataset API yet (issue 7)")
-                raise Unavailable("thresher.Dataset exists but this harness does not drive its packing yet")
+                raise ValueError("the packing variant is built by _packed_dataset, not as a DataLoader")
             else:
                 raise ValueError(variant)
         else:
@@ -75,7 +73,21 @@ def _iterate(loader: th.DataLoader) -> Iterator[Any]:
         raise Unavailable(str(e)) from e
 
 
+def _packed_dataset(data: dict[str, Any]) -> Any:
+    """W6 packing: thresher.Dataset's best-fit packing into rows of 512, batches of 64 rows."""
+    source = th.sources.ArrayRecordSource(data["path"])
+    return (th.Dataset.source(source).shuffle(work.SEED).map(work.w6_decode)
+            .pack(W6_MAX_LEN).batch(work.W6_BATCH, drop_remainder=True))
+
+
+def _count_packed(batch: Any) -> int:
+    # Segment ids run 1..k in a row holding k records (0 = padding).
+    return int(batch["segment_ids"].max(axis=1).sum())
+
+
 def pipeline(workload: str, cfg: dict[str, Any], data: dict[str, Any]) -> tuple[Callable[[], Iterator[Any]], Callable[[Any], int]]:
+    if workload == "W6" and cfg.get("variant") == "pack":
+        return (lambda: iter(_packed_dataset(data))), _count_packed
     count = _count_w1 if workload in ("W1", "TTFB") else _count_array
 
     def factory() -> Iterator[Any]:
