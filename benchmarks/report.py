@@ -333,7 +333,8 @@ def render(results: dict[str, Any]) -> str:
         for x in rs:
             met = "" if x["met"] is None else ("  ok" if x["met"] else "  MISSED")
             tgt = "" if x["target"] is None else f">= {x['target']:g}"
-            who = "thresher" if x.get("thresher_config", "default") == "default" else "thresher best"
+            config = x.get("thresher_config", "default")
+            who = {"default": "thresher", "packing": "thresher pack"}.get(config, "thresher best")
             lines.append(f"  {x['workload']:<5} w{x['workers']}  {who:<13} vs {x['peer']:<28} "
                          f"{_fmt(x['ratio'], '.2f', '   n/a'):>8}{'x' if x['ratio'] is not None else ' '}  "
                          f"{tgt:<7}{met:<8}"
