@@ -84,7 +84,6 @@ def test_random_chains_resume_in_a_fresh_process(int_files: list[str]) -> None:
 @given(seed=st.integers(0, 2**32 - 1))
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 def test_random_chains_same_output_for_worker_counts(int_files: list[str], seed: int) -> None:
-    pytest.importorskip("thresher.loader.workers")
     r = random.Random(seed)
     spec = random_spec(r, int_files)
     full = _full(spec)

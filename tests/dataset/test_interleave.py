@@ -46,7 +46,6 @@ def test_interleave_resumes_in_a_fresh_process(int_files: list[str]) -> None:
 
 
 def test_interleave_same_output_for_worker_counts(int_files: list[str]) -> None:
-    pytest.importorskip("thresher.loader.workers")
     spec = {"source": ["interleave", int_files, 2, 1], "steps": [["map", "inc"], ["batch", 3, False]]}
     full = take(build(spec), 100)
     for workers in (1, 2):

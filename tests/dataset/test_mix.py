@@ -159,7 +159,6 @@ def test_mix_weights_are_checked() -> None:
 
 
 def test_mixture_same_output_for_worker_counts() -> None:
-    pytest.importorskip("thresher.loader.workers")
     full = take(build(MIX_SPEC), 60)
     for workers in (1, 2):
         assert take(build(MIX_SPEC, worker_count=workers), 60) == full

@@ -166,7 +166,6 @@ def test_each_op_resumes_exactly_in_a_fresh_process() -> None:
 
 
 def test_each_op_same_output_for_worker_counts() -> None:
-    pytest.importorskip("thresher.loader.workers")
     for spec in OP_SPECS:
         full = take(build(spec), LIMIT)
         for workers in (1, 2):

@@ -149,7 +149,6 @@ def test_pack_errors() -> None:
 
 
 def test_packing_same_output_for_worker_counts() -> None:
-    pytest.importorskip("thresher.loader.workers")
     full = take(build(PACK_SPEC), 10**6)
     for workers in (1, 2):
         assert take(build(PACK_SPEC, worker_count=workers), 10**6) == full

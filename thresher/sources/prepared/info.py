@@ -30,6 +30,7 @@ from thresher.sources.prepared.layout import (
     shard_filename,
 )
 from thresher.splits import AbsoluteInstruction, SplitArg, check_split_name, resolve_split
+from thresher.splits.base import SplitSizes
 
 __all__ = ["SplitInfo", "SubSplitInfo", "SplitDict", "DatasetInfo", "FileInstruction"]
 
@@ -44,21 +45,12 @@ class FileInstruction:
 
 
 @dataclasses.dataclass(frozen=True)
-class SplitInfo:
-    """One split: its name, records per shard file, and bytes on disk."""
+class SplitInfo(SplitSizes):
+    """One split: its name, records per shard file (``num_examples``, ``num_shards``
+    from SplitSizes), and bytes on disk."""
 
-    name: str
-    shard_lengths: tuple[int, ...]
     num_bytes: int = 0
     dataset_name: str = "dataset"
-
-    @property
-    def num_examples(self) -> int:
-        return sum(self.shard_lengths)
-
-    @property
-    def num_shards(self) -> int:
-        return len(self.shard_lengths)
 
     @property
     def filenames(self) -> list[str]:
