@@ -155,7 +155,7 @@ class DataLoader:
         batch = self.plan.batch
         # A Filter after the Batch drops whole batches on one process and not another, which
         # puts the processes' positions out of step just as a Filter before it does.
-        filters = self.plan.filter_before_batch or any(op.kind == "filter" for op in self.plan.batch_ops)
+        filters = self.plan.filter_before_batch or self.plan.filters_batches
         aligned = (batch is not None and not filters
                    and (s.block_size == batch.batch_size or s.shard_count == 1))
         return geometry_of(s.shard_index, s.shard_count, s.block_size,
@@ -208,7 +208,7 @@ class DataLoader:
         n = self.sampler.local_length
         if n is None:
             raise TypeError("this DataLoader repeats forever (num_epochs=None): it has no len()")
-        if self.plan.filter_before_batch or any(op.kind == "filter" for op in self.plan.batch_ops):
+        if self.plan.filter_before_batch or self.plan.filters_batches:
             raise TypeError("a DataLoader with a Filter has no len(): the number of batches depends on the data")
         batch = self.plan.batch
         if batch is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
@@ -14,7 +14,7 @@ from thresher.loader.producer import Producer
 from thresher.loader.state import make_state, restore_position
 from thresher.loader.stats import LoaderStats, StatsRecorder
 from thresher.samplers.seeds import DOMAIN_BATCH, derive_seed
-from thresher.transforms.operations import FILTER, MAP, RANDOM_MAP, Plan
+from thresher.transforms.operations import Plan
 from thresher.transforms.random_map import RecordRng
 
 if TYPE_CHECKING:
@@ -34,20 +34,11 @@ def apply_batch_ops(plan: Plan, sampler: IndexSampler, batch: Any, first: int, e
     when given, is called with ``time.monotonic_ns()`` readings around operation i.
     """
     clock = time.monotonic_ns
+    ctx = _BatchContext(sampler, first, rng)
     for i, op in enumerate(plan.batch_ops):
         started = clock() if timed is not None else 0
         try:
-            if op.kind == MAP:
-                batch = op.fn(batch)
-            elif op.kind == FILTER:
-                if not op.fn(batch):
-                    if timed is not None:
-                        timed(i, started, clock())
-                    return batch, False
-            elif op.kind == RANDOM_MAP:
-                g = int(sampler.to_global(np.array([first]))[0])
-                seed = derive_seed(sampler.seed or 0, DOMAIN_BATCH, g)
-                batch = op.fn(batch, rng.seeded(seed, op.salt))
+            batch, keep = op.apply_batch(batch, ctx)
         except Exception as e:
             raise TransformError(
                 f"operation {op.index} {op.name} failed on the batch of positions [{first}, {end}): "
@@ -55,7 +46,25 @@ def apply_batch_ops(plan: Plan, sampler: IndexSampler, batch: Any, first: int, e
             ) from e
         if timed is not None:
             timed(i, started, clock())
+        if not keep:
+            return batch, False
     return batch, True
+
+
+class _BatchContext:
+    """The OpContext of one batch: its generator is seeded from its first global position."""
+
+    __slots__ = ("_sampler", "_first", "_rng")
+
+    def __init__(self, sampler: IndexSampler, first: int, rng: RecordRng) -> None:
+        self._sampler, self._first, self._rng = sampler, first, rng
+
+    def record_rngs(self, salt: int) -> Iterator[np.random.Generator]:
+        raise TypeError("an operation after the Batch has no per-record generators")
+
+    def batch_rng(self, salt: int) -> np.random.Generator:
+        g = int(self._sampler.to_global(np.array([self._first]))[0])
+        return self._rng.seeded(derive_seed(self._sampler.seed or 0, DOMAIN_BATCH, g), salt)
 
 
 class DataLoaderIterator:
