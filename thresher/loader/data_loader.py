@@ -12,7 +12,8 @@ from thresher.loader.autotune import AutotuneReport, decide, memory_budget
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
-from thresher.loader.state import geometry_of, stream_identity
+from thresher.loader.state import geometry_of, resume_position, stream_identity
+from thresher.loader.state_types import Geometry, LoaderState, StreamId
 from thresher.loader.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS, StatsRecorder, available_cpus
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.transforms.operations import plan_operations
@@ -161,6 +162,28 @@ class DataLoader:
         return geometry_of(s.shard_index, s.shard_count, s.block_size,
                            batch.batch_size if batch is not None else None,
                            s.shard_options.drop_remainder, aligned)
+
+    @cached_property
+    def stream_id(self) -> StreamId:
+        """``stream``, typed."""
+        return StreamId.from_json(self.stream)
+
+    @cached_property
+    def state_geometry(self) -> Geometry:
+        """``geometry``, typed (its position arithmetic is the sampler's)."""
+        return Geometry.from_json(self.geometry)
+
+    def state_at(self, position: int) -> LoaderState:
+        """The state of an iterator of this loader whose next batch starts at ``position``."""
+        return LoaderState.at(position, self.stream_id, self.state_geometry, self.plan.descriptions)
+
+    def resume_position(self, state: LoaderState, *, allow_approximate: bool = False) -> int:
+        """Checks a parsed state against this loader; the position to resume at.
+
+        Raises IncompatibleStateError or GeometryError (see ``thresher.loader.state.restore_position``).
+        """
+        return resume_position(state, self.stream_id, self.state_geometry, self.plan.descriptions,
+                               allow_approximate=allow_approximate)
 
     @cached_property
     def stage_order(self) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ import numpy as np
 from thresher.errors import TransformError
 from thresher.loader.batcher import Batcher
 from thresher.loader.producer import Producer
-from thresher.loader.state import make_state, restore_position
+from thresher.loader.state_types import LoaderState
 from thresher.loader.stats import LoaderStats, StatsRecorder
 from thresher.samplers.seeds import DOMAIN_BATCH, derive_seed
 from thresher.transforms.operations import Plan
@@ -215,8 +215,7 @@ class DataLoaderIterator:
         ``position`` is the first position of this process's stream not yet in an
         emitted batch. Nothing else is needed to resume: restore cost is O(1).
         """
-        loader = self._loader
-        return make_state(self._state_position, loader.stream, loader.geometry, self._plan.descriptions)
+        return self._loader.state_at(self._state_position).to_json()
 
     def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False) -> None:
         """Continues with exactly the batch that followed when ``state`` was taken.
@@ -230,10 +229,11 @@ class DataLoaderIterator:
         an exact one is impossible (see ``thresher.loader.state.restore_position`` and
         ``slowest_state``): no element is skipped, some are served again.
         """
-        loader = self._loader
-        position = restore_position(state, loader.stream, loader.geometry, self._plan.descriptions,
-                                    allow_approximate=allow_approximate)
-        self._reset(position)
+        self.restore(LoaderState.from_json(state), allow_approximate=allow_approximate)
+
+    def restore(self, state: LoaderState, *, allow_approximate: bool = False) -> None:
+        """``set_state`` for a parsed state (``LoaderState.from_json``)."""
+        self._reset(self._loader.resume_position(state, allow_approximate=allow_approximate))
 
     @property
     def position(self) -> int:
