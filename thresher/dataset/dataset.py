@@ -451,7 +451,7 @@ class Dataset:
 
     @cached_property
     def _view(self) -> StageView:
-        return StageView(self._compiled.loader._processor, "this dataset")
+        return StageView(self._compiled.loader.engine.processor, "this dataset")
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):

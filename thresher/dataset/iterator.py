@@ -61,7 +61,7 @@ class DatasetIterator:
     def _it(self) -> DataLoaderIterator:
         """The engine's iterator (at position 0 when made here)."""
         if self._engine_it is None:
-            self._engine_it = DataLoaderIterator(self._compiled.loader)
+            self._engine_it = self._compiled.loader.iterator_at(0)
         return self._engine_it
 
     def _start(self, state: LoaderState, *, allow_approximate: bool = False) -> None:
@@ -69,7 +69,7 @@ class DatasetIterator:
         if self._engine_it is None:
             loader = self._compiled.loader
             position = loader.resume_position(state, allow_approximate=allow_approximate)
-            self._engine_it = DataLoaderIterator(loader, position)
+            self._engine_it = loader.iterator_at(position)
         else:
             self._engine_it.restore(state, allow_approximate=allow_approximate)
 

@@ -147,10 +147,8 @@ class ChunkProcessor:
               globals_: np.ndarray, e: Exception) -> TransformError:
         """The TransformError for element j of the current list (alive maps it to the chunk)."""
         i = j if alive is None else int(alive[j])
-        err = TransformError(f"{_context(op, i, positions, keys, globals_)}: {type(e).__name__}: {e}")
-        err.record_key = int(keys[i])  # type: ignore[attr-defined]
-        err.position = int(positions[i])  # type: ignore[attr-defined]
-        return err
+        return TransformError(f"{_context(op, i, positions, keys, globals_)}: {type(e).__name__}: {e}",
+                              record_key=int(keys[i]), position=int(positions[i]))
 
     def record_rng(self) -> RecordRng:
         """The processor's reusable generator (made on first use; not pickled)."""

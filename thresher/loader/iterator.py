@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import numpy as np
 
 from thresher.errors import TransformError
+from thresher.loader.autotune import AutotuneReport
 from thresher.loader.batcher import Batcher
+from thresher.loader.engine import Engine
 from thresher.loader.producer import Producer
 from thresher.loader.state_types import LoaderState
 from thresher.loader.stats import LoaderStats, StatsRecorder
@@ -18,7 +20,6 @@ from thresher.transforms.operations import Plan
 from thresher.transforms.random_map import RecordRng
 
 if TYPE_CHECKING:
-    from thresher.loader.data_loader import DataLoader
     from thresher.samplers.index_sampler import IndexSampler
 
 __all__ = ["DataLoaderIterator", "apply_batch_ops"]
@@ -87,15 +88,18 @@ class DataLoaderIterator:
         [2, 3]
     """
 
-    def __init__(self, loader: "DataLoader", position: int = 0) -> None:
-        self._loader = loader
-        self._plan = loader.plan
+    def __init__(self, engine: Engine, position: int = 0, *, decision: AutotuneReport | None = None,
+                 decided: Callable[[AutotuneReport], None] | None = None) -> None:
+        self._engine = engine
+        self._plan = engine.processor.plan
+        self._decision = decision  # what worker_count="auto" chose, once known
+        self._decided = decided
         self._producer: Producer | None = None
         self._rng: RecordRng | None = None
         self._closed = False
-        self._stats = StatsRecorder(loader.worker_count if isinstance(loader.worker_count, int) else 0,
-                                    loader.stage_order)
-        self._batch_stages = loader._processor.batch_stages
+        self._stats = StatsRecorder(engine.worker_count if isinstance(engine.worker_count, int) else 0,
+                                    engine.stage_order)
+        self._batch_stages = engine.processor.batch_stages
         self._reset(position)
 
     # -- life cycle ---------------------------------------------------------------------
@@ -107,7 +111,12 @@ class DataLoaderIterator:
         self._batcher = Batcher(self._plan.batch, self._stats)
         self._exhausted = False
         self._closed = False
-        self._producer = self._loader._make_producer(position, self._stats)
+        self._producer = self._engine.producer(position, self._stats, self._decision, self._on_decision)
+
+    def _on_decision(self, report: AutotuneReport) -> None:
+        self._decision = report
+        if self._decided is not None:
+            self._decided(report)
 
     def close(self) -> None:
         """Stops the producer (and its workers); further ``next`` raises StopIteration.
@@ -182,7 +191,7 @@ class DataLoaderIterator:
         if self._rng is None:
             self._rng = RecordRng()
         stats, labels = self._stats, self._batch_stages
-        return apply_batch_ops(self._plan, self._loader.sampler, batch, first, end, self._rng,
+        return apply_batch_ops(self._plan, self._engine.processor.sampler, batch, first, end, self._rng,
                                lambda i, started, ended: stats.stage(labels[i], started, ended))
 
     def stats(self, reset: bool = False) -> LoaderStats:
@@ -215,7 +224,7 @@ class DataLoaderIterator:
         ``position`` is the first position of this process's stream not yet in an
         emitted batch. Nothing else is needed to resume: restore cost is O(1).
         """
-        return self._loader.state_at(self._state_position).to_json()
+        return self._engine.state_at(self._state_position).to_json()
 
     def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False) -> None:
         """Continues with exactly the batch that followed when ``state`` was taken.
@@ -233,7 +242,7 @@ class DataLoaderIterator:
 
     def restore(self, state: LoaderState, *, allow_approximate: bool = False) -> None:
         """``set_state`` for a parsed state (``LoaderState.from_json``)."""
-        self._reset(self._loader.resume_position(state, allow_approximate=allow_approximate))
+        self._reset(self._engine.resume_position(state, allow_approximate=allow_approximate))
 
     @property
     def position(self) -> int:

@@ -104,9 +104,8 @@ def _unpicklable(processor: ChunkProcessor, chunk: Chunk, error: Exception) -> T
                 f"the element at position {position} (record key {key}) cannot be sent from a worker "
                 f"process to the main process: {type(e).__name__}: {e}. With worker_count > 0, what the "
                 f"per-record operations return (last: {producer}) must be picklable: arrays, numbers, "
-                "strings, bytes, and dicts, lists or tuples of them"
+                "strings, bytes, and dicts, lists or tuples of them", record_key=key, position=position
             )
-            err.record_key, err.position = key, position  # type: ignore[attr-defined]
             err.__cause__ = e
             return err
     return TransformError(f"the results of positions [{chunk.start}, {chunk.stop}) cannot be sent from a "
