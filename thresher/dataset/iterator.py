@@ -36,7 +36,7 @@ from thresher.dataset.packing import PackedBlock, PackingStats
 from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError, TransformError
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.state_types import Extensions, LoaderState, MixSegment
-from thresher.loader.stats import LoaderStats
+from thresher.loader.profiling.stats import LoaderStats
 
 if TYPE_CHECKING:
     from thresher.dataset.dataset import Dataset

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from thresher.loader.resumable import HasState
-from thresher.loader.stats import LoaderStats
+from thresher.loader.profiling.stats import LoaderStats
 
 __all__ = ["DevicePrefetchIterator"]
 

@@ -12,9 +12,9 @@ from thresher.loader.engine import Engine, WorkerCount
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.state import geometry_of, stream_identity
 from thresher.loader.state_types import Geometry, LoaderState, StreamId
-from thresher.loader.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS
-from thresher.loader.worker_main import WorkerSpec
-from thresher.loader.worker_start import make_worker_spec
+from thresher.loader.profiling.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS
+from thresher.loader.pool.worker_main import WorkerSpec
+from thresher.loader.pool.worker_start import make_worker_spec
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.transforms.operations import plan_operations
 

@@ -28,10 +28,10 @@ from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
 from thresher.loader.state import resume_position
 from thresher.loader.state_types import Geometry, LoaderState, StreamId
-from thresher.loader.stats import StatsRecorder, available_cpus
+from thresher.loader.profiling.stats import StatsRecorder, available_cpus
 
 if TYPE_CHECKING:
-    from thresher.loader.worker_main import WorkerSpec
+    from thresher.loader.pool.worker_main import WorkerSpec
 
 __all__ = ["Engine", "WorkerCount"]
 
@@ -116,7 +116,7 @@ class Engine:
             stats.notes = [str(decision)] if decision is not None else []
         if workers == 0:
             return InProcessProducer(self.processor, position, stop, self.chunk_size, stats)
-        from thresher.loader.workers import WorkerPoolProducer  # starts processes: loaded when used
+        from thresher.loader.pool.workers import WorkerPoolProducer  # starts processes: loaded when used
 
         assert self.worker_spec is not None
         return WorkerPoolProducer(self.worker_spec, position, stop, self.chunk_size, workers, buffer, stats)

@@ -14,8 +14,8 @@ from thresher.loader.batcher import Batcher
 from thresher.loader.engine import Engine
 from thresher.loader.producer import Producer
 from thresher.loader.state_types import LoaderState
-from thresher.loader.stats import LoaderStats, StatsRecorder
-from thresher.samplers.seeds import DOMAIN_BATCH, derive_seed
+from thresher.loader.profiling.stats import LoaderStats, StatsRecorder
+from thresher.randomness.seeds import DOMAIN_BATCH, derive_seed
 from thresher.transforms.operations import Plan
 from thresher.transforms.random_map import RecordRng
 
@@ -73,7 +73,7 @@ class DataLoaderIterator:
 
     Created by ``iter(loader)``. Also a context manager: leaving the ``with`` block
     closes it (and stops any worker processes). ``stats()`` tells where the time
-    went (see thresher.loader.stats).
+    went (see thresher.loader.profiling.stats).
 
     Example:
         >>> import thresher as th

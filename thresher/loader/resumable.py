@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Protocol, runtime_checkable
 
-from thresher.loader.stats import LoaderStats
+from thresher.loader.profiling.stats import LoaderStats
 
 __all__ = ["HasState", "ResumableIterator"]
 

@@ -14,8 +14,8 @@ import numpy as np
 
 from thresher.errors import ConfigError
 from thresher.samplers.geometry import ShardGeometry
-from thresher.samplers.permutation import Permutation
-from thresher.samplers.seeds import (
+from thresher.randomness.permutation import Permutation
+from thresher.randomness.seeds import (
     DOMAIN_PERMUTATION,
     DOMAIN_RECORD,
     check_seed,

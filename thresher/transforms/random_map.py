@@ -6,7 +6,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from thresher.samplers.seeds import MASK64, check_seed, mix64, mix64_array
+from thresher.randomness.seeds import MASK64, check_seed, mix64, mix64_array
 from thresher.transforms.kinds import Operation, RandomMapOp, transform_name
 
 __all__ = ["RandomMapTransform", "RecordRng"]

@@ -13,7 +13,7 @@ an exception of the *same type* as worker_count=0 would have raised:
 - an exception that cannot be pickled becomes a WorkerError that quotes it.
 
 Example:
-    >>> from thresher.loader.remote_errors import describe_exception, rebuild_exception
+    >>> from thresher.loader.pool.remote_errors import describe_exception, rebuild_exception
     >>> try:
     ...     raise KeyError("k")
     ... except KeyError as e:

@@ -25,18 +25,18 @@ from typing import Any
 
 from thresher.errors import ConfigError
 from thresher.loader.chunk import ChunkProcessor
-from thresher.loader.worker_main import WorkerSpec, worker_stages
+from thresher.loader.pool.worker_main import WorkerSpec, worker_stages
 
 __all__ = ["context", "make_worker_spec", "preload_modules", "prestart", "start_method"]
 
-_PRELOAD = "thresher.loader.worker_main"
+_PRELOAD = "thresher.loader.pool.worker_main"
 
 
 def start_method() -> str:
     """``forkserver`` where the platform has it (Linux, macOS), else ``spawn``.
 
     Example:
-        >>> from thresher.loader.worker_start import start_method
+        >>> from thresher.loader.pool.worker_start import start_method
         >>> start_method() in ("forkserver", "spawn")
         True
     """
@@ -52,9 +52,9 @@ def preload_modules() -> list[str]:
     import starts no thread, so the fork server stays safe to fork.)
 
     Example:
-        >>> from thresher.loader.worker_start import preload_modules
+        >>> from thresher.loader.pool.worker_start import preload_modules
         >>> preload_modules()[:2]
-        ['__main__', 'thresher.loader.worker_main']
+        ['__main__', 'thresher.loader.pool.worker_main']
     """
     return ["__main__", _PRELOAD] + (["jax"] if "jax" in sys.modules else [])
 
@@ -123,7 +123,7 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
     Example:
         >>> import threading, thresher as th
         >>> from thresher.loader.chunk import ChunkProcessor
-        >>> from thresher.loader.workers import make_worker_spec
+        >>> from thresher.loader.pool.workers import make_worker_spec
         >>> from thresher.transforms import plan_operations
         >>> lock = threading.Lock()
         >>> def locked(x):
