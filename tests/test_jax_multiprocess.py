@@ -36,10 +36,10 @@ STEPS = 25  # two epochs of 200 records in global batches of 16 (drop_remainder)
 RUN_TIMEOUT_S = 150
 
 
-# worker_count=2 needs thresher.loader.workers, built on another branch: skipped until it exists.
+# worker_count=2 needs thresher.loader.pool.workers, built on another branch: skipped until it exists.
 WORKER_COUNTS = [0, pytest.param(2, id="workers2", marks=pytest.mark.skipif(
-    importlib.util.find_spec("thresher.loader.workers") is None,
-    reason="thresher.loader.workers does not exist yet"))]
+    importlib.util.find_spec("thresher.loader.pool.workers") is None,
+    reason="thresher.loader.pool.workers does not exist yet"))]
 
 
 def _free_port() -> int:

@@ -39,7 +39,13 @@ __all__ = [
 
 
 class ThresherError(Exception):
-    """Base class of every error thresher raises on purpose."""
+    """Base class of every error thresher raises on purpose.
+
+    ``worker_traceback`` is the worker's traceback when the error was raised in a
+    worker process (None otherwise).
+    """
+
+    worker_traceback: str | None = None
 
 
 class ConfigError(ThresherError, ValueError):
@@ -65,8 +71,15 @@ class RecordKeyError(ThresherError, IndexError):
 class TransformError(ThresherError):
     """A user operation raised; the message names the operation, record key and position.
 
-    The original exception is chained as ``__cause__``.
+    The original exception is chained as ``__cause__``. ``record_key`` and
+    ``position`` name the element when the error is about one (else None).
     """
+
+    def __init__(self, message: str = "", *, record_key: int | None = None,
+                 position: int | None = None) -> None:
+        super().__init__(message)
+        self.record_key = record_key
+        self.position = position
 
 
 class BatchError(ThresherError, ValueError):

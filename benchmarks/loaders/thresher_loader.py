@@ -65,7 +65,7 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any], num_epochs
 def _iterate(loader: th.DataLoader) -> Iterator[Any]:
     try:
         return iter(loader)
-    except ModuleNotFoundError as e:  # worker_count > 0 before thresher.loader.workers exists
+    except ModuleNotFoundError as e:  # worker_count > 0 before thresher.loader.pool.workers exists
         if (e.name or "").startswith("thresher"):
             raise Unavailable(f"worker_count={loader.worker_count}: {e}") from e
         raise

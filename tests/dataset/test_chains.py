@@ -58,7 +58,7 @@ def test_random_chain_properties(int_files: list[str], seed: int) -> None:
 
 def test_random_chains_resume_in_a_fresh_process(int_files: list[str]) -> None:
     try:
-        import thresher.loader.workers  # noqa: F401
+        import thresher.loader.pool.workers  # noqa: F401
         workers = True
     except ImportError:
         workers = False

@@ -23,7 +23,7 @@ def records_path(tmp_path_factory: pytest.TempPathFactory) -> str:
 def _helpers_started() -> None:
     """Starts multiprocessing's long-lived helpers (fork server, resource tracker) once, so
     that they are part of every leak check's baseline rather than counted as leaks."""
-    from thresher.loader.workers import prestart
+    from thresher.loader.pool.workers import prestart
 
     prestart()
     from multiprocessing import resource_tracker

@@ -17,7 +17,7 @@ from tests.loader.leaks import leak_check
 from thresher.loader import autotune
 from thresher.loader.autotune import decide, read_ahead
 from thresher.loader.chunk import READ
-from thresher.loader.stats import MAIN, WORKERS
+from thresher.loader.profiling.stats import MAIN, WORKERS
 
 configs = st.fixed_dictionaries({
     "n": st.integers(1, wh.N_RECORDS),

@@ -88,7 +88,7 @@ def test_conversion_continues_the_global_stream_exactly_or_refuses(
     rest = [e for step in _steps(new_its) for e in step]
     assert rest == whole[start:start + len(rest)]
     # and the restored shards serve everything an uninterrupted run of the new geometry serves
-    local = new_its[0]._loader.sampler.local_length
+    local = _loader(n, seed, epochs, 0, P2, b2).sampler.local_length
     assert len(rest) == (P2 * b2 * ((local - start // P2) // b2) if local > start // P2 else 0)
 
 

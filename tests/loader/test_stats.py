@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import thresher as th
 from tests.loader import worker_helpers as wh
 from thresher.loader.chunk import READ, SAMPLE
-from thresher.loader.stats import BATCH, MAIN, PACK, TRANSFER, WAIT_WORKERS, WORKERS
+from thresher.loader.profiling.stats import BATCH, MAIN, PACK, TRANSFER, WAIT_WORKERS, WORKERS
 
 
 def _drain(it: Any, step_s: float = 0.0) -> int:

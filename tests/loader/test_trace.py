@@ -13,9 +13,9 @@ import pytest
 
 import thresher as th
 from tests.loader import worker_helpers as wh
-from thresher.loader import tracing
+from thresher.loader.profiling import tracing
 from thresher.loader.chunk import READ, SAMPLE
-from thresher.loader.stats import BATCH, NEXT, OUTSIDE, PACK, TRANSFER, WAIT_WORKERS
+from thresher.loader.profiling.stats import BATCH, NEXT, OUTSIDE, PACK, TRANSFER, WAIT_WORKERS
 
 WORKERS = 3
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thresher.samplers.permutation import Permutation
-from thresher.samplers.seeds import DOMAIN_PERMUTATION, derive_seed
+from thresher.randomness.permutation import Permutation
+from thresher.randomness.seeds import DOMAIN_PERMUTATION, derive_seed
 
 
 def _is_bijection(n: int, key: int) -> bool:
@@ -104,7 +104,7 @@ def test_size_zero_and_one() -> None:
 
 def test_feistel_regime_is_uniform_too() -> None:
     """Above SMALL_N the Feistel walk is used: record 0's slot, bucketed, is flat over keys."""
-    from thresher.samplers.permutation import SMALL_N
+    from thresher.randomness.permutation import SMALL_N
 
     n, trials, buckets = SMALL_N + 905, 12_000, 10
     counts = np.zeros(buckets)

@@ -45,7 +45,7 @@ from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.data_loader import DataLoader
 from thresher.loader.state import stream_identity
 from thresher.samplers.index_sampler import IndexSampler
-from thresher.samplers.seeds import DOMAIN_OPERATION, derive_seed
+from thresher.randomness.seeds import DOMAIN_OPERATION, derive_seed
 from thresher.samplers.sharding import ShardOptions
 from thresher.transforms import (
     Batch,

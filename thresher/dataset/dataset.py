@@ -42,7 +42,7 @@ from thresher.dataset.padding import _check_pad_to
 from thresher.dataset.views import StageView
 from thresher.errors import ConfigError, RandomAccessError
 from thresher.loader.data_loader import DataLoader
-from thresher.samplers.seeds import check_seed
+from thresher.randomness.seeds import check_seed
 from thresher.samplers.sharding import ShardOptions
 from thresher.sources.in_memory import InMemoryDataSource
 from thresher.sources.range import RangeDataSource
@@ -451,7 +451,7 @@ class Dataset:
 
     @cached_property
     def _view(self) -> StageView:
-        return StageView(self._compiled.loader._processor, "this dataset")
+        return StageView(self._compiled.loader.engine.processor, "this dataset")
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):

@@ -25,7 +25,8 @@ Example:
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,39 +35,43 @@ from thresher.dataset.mix import MixSchedule
 from thresher.dataset.packing import PackedBlock, PackingStats
 from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError, TransformError
 from thresher.loader.iterator import DataLoaderIterator
-from thresher.loader.state import fingerprint, make_state, restore_position
+from thresher.loader.state_types import Extensions, LoaderState, MixSegment
+from thresher.loader.profiling.stats import LoaderStats
 
 if TYPE_CHECKING:
     from thresher.dataset.dataset import Dataset
 
 __all__ = ["DatasetIterator", "PackIterator"]
 
-DATASET_KEY = "dataset"
-
-
-def _mix_state(state: Mapping[str, Any]) -> dict[str, Any] | None:
-    extra = state.get(DATASET_KEY)
-    if not isinstance(extra, dict):
-        return None
-    mix = extra.get("mix")
-    if mix is None:
-        return None
-    if not (isinstance(mix, dict) and isinstance(mix.get("weights"), list) and isinstance(mix.get("origin"), int)
-            and isinstance(mix.get("offsets"), list) and all(isinstance(x, int) for x in mix["offsets"])):
-        raise InvalidStateError(f"state['dataset']['mix'] is malformed: {mix!r}")
-    return mix
-
 
 class DatasetIterator:
     """Iterates a compiled Dataset; ``get_state``/``set_state`` resume exactly.
 
     Created by ``iter(dataset)``; also a context manager (closing stops workers).
+    The engine's iterator is made when first needed, so that ``set_state`` can pick
+    the pipeline (a mixture's segment) and the position before it exists.
     """
 
     def __init__(self, dataset: "Dataset", compiled: Compiled) -> None:
         self._dataset = dataset
         self._compiled = compiled
-        self._it: DataLoaderIterator = iter(compiled.loader)
+        self._engine_it: DataLoaderIterator | None = None
+
+    @property
+    def _it(self) -> DataLoaderIterator:
+        """The engine's iterator (at position 0 when made here)."""
+        if self._engine_it is None:
+            self._engine_it = self._compiled.loader.iterator_at(0)
+        return self._engine_it
+
+    def _start(self, state: LoaderState, *, allow_approximate: bool = False) -> None:
+        """Points the engine's iterator at ``state`` (made there, when there is none yet)."""
+        if self._engine_it is None:
+            loader = self._compiled.loader
+            position = loader.resume_position(state, allow_approximate=allow_approximate)
+            self._engine_it = loader.iterator_at(position)
+        else:
+            self._engine_it.restore(state, allow_approximate=allow_approximate)
 
     # -- iteration ------------------------------------------------------------------------
     def __iter__(self) -> "DatasetIterator":
@@ -77,7 +82,8 @@ class DatasetIterator:
 
     def close(self) -> None:
         """Stops the engine's iterator (and its workers)."""
-        self._it.close()
+        if self._engine_it is not None:
+            self._engine_it.close()
 
     def __enter__(self) -> "DatasetIterator":
         return self
@@ -86,20 +92,21 @@ class DatasetIterator:
                  tb: TracebackType | None) -> None:
         self.close()
 
+    def stats(self, reset: bool = False) -> LoaderStats:
+        """Where the time went (the engine iterator's ``stats()``, see DataLoaderIterator)."""
+        return self._it.stats(reset)
+
     # -- state ------------------------------------------------------------------------------
-    def _extra(self) -> dict[str, Any]:
+    def _extensions(self) -> Extensions:
         mix = self._compiled.mix
         if mix is None:
-            return {}
-        return {"mix": {"weights": list(mix.schedule.weights), "origin": mix.origin, "offsets": list(mix.offsets)}}
+            return Extensions()
+        return Extensions(mix=MixSegment(tuple(mix.schedule.weights), mix.origin, tuple(mix.offsets)))
 
     def get_state(self) -> dict[str, Any]:
         """A small JSON-serialisable dict (see the module docstring)."""
-        state = self._it.get_state()
-        extra = self._extra()
-        if extra:
-            state[DATASET_KEY] = extra
-        return state
+        state = self._compiled.loader.state_at(self._it.position)
+        return replace(state, extensions=self._extensions()).to_json()
 
     def set_state(self, state: dict[str, Any], *, reweight: bool = False) -> None:
         """Continues exactly where ``state`` was taken.
@@ -109,61 +116,57 @@ class DatasetIterator:
         saved position on (the rest of the chain must be the same). Without it a
         change of weights is refused like any other change of the pipeline.
         """
+        saved = LoaderState.from_json(state)
         mix = self._compiled.mix
-        saved = _mix_state(state) if isinstance(state, Mapping) else None
-        if mix is None or saved is None:
+        segment = saved.extensions.mix
+        if mix is None or segment is None:
             if mix is not None:
                 raise InvalidStateError("this dataset is a mixture but the state has no state['dataset']['mix']; "
                                         "it was not saved by a mixture")
-            self._it.set_state(state)
+            self._start(saved)
             return
         current = [float(w) for w in mix.schedule.weights]
-        if [float(w) for w in saved["weights"]] == current:
-            segment = (saved["origin"], saved["offsets"])
-            if segment != (mix.origin, mix.offsets):
-                self._recompile(segment)
-            self._it.set_state(state)
+        if [float(w) for w in segment.weights] == current:
+            self._use_segment((segment.origin, list(segment.offsets)))
+            self._start(saved)
             return
         if not reweight:
             raise IncompatibleStateError(
-                f"this state was saved with mixture weights {saved['weights']}, this dataset has {current}. To "
-                "continue each component where it stopped and use the new weights from here on, call "
+                f"this state was saved with mixture weights {list(segment.weights)}, this dataset has {current}. "
+                "To continue each component where it stopped and use the new weights from here on, call "
                 "set_state(state, reweight=True)")
-        self._reweight(state, saved)
+        self._reweight(saved, segment)
 
-    def _recompile(self, segment: tuple[int, list[int]]) -> None:
-        self._it.close()
+    def _use_segment(self, segment: tuple[int, list[int]]) -> None:
+        """Compiles the mixture for ``segment`` unless it is the current one (before restoring)."""
+        mix = self._compiled.mix
+        assert mix is not None
+        if segment == (mix.origin, list(mix.offsets)):
+            return
+        self.close()
+        self._engine_it = None
         self._compiled = self._dataset.compile(mix_segment=segment)
-        self._it = iter(self._compiled.loader)
 
-    def _reweight(self, state: dict[str, Any], saved: dict[str, Any]) -> None:
-        old = self._dataset.with_mix_weights(saved["weights"])
-        stream = state.get("stream")
-        if not isinstance(stream, dict) or stream.get("operations") != old.fingerprint():
+    def _reweight(self, saved: LoaderState, segment: MixSegment) -> None:
+        weights = list(segment.weights)
+        old = self._dataset.with_mix_weights(weights)
+        if saved.stream.operations != old.fingerprint():
             raise IncompatibleStateError("set_state(reweight=True): the state was saved by a pipeline that differs "
                                          "in more than the mixture weights; restore it with the same chain")
-        geometry = state.get("geometry")
-        if not isinstance(geometry, dict):
-            raise InvalidStateError("state has no 'geometry'")
-        if geometry.get("shard_count") == 1:
-            g = state.get("position")
-        else:
-            g = state.get("global_position")
-        if not isinstance(g, int):
+        g = saved.position if saved.geometry.shard_count == 1 else saved.global_position
+        if g is None:
             raise GeometryError("set_state(reweight=True) needs the global mixture position of the state, and "
                                 "this sharded state has none (a filter before the batch, or not at a step "
                                 "boundary); reweight at a step boundary of a pipeline without filters")
         mix = self._compiled.mix
         assert mix is not None
-        schedule = MixSchedule(saved["weights"], mix.schedule.period, mix.schedule.seed)
-        counts = schedule.counts(g - saved["origin"])
-        offsets = [o + c for o, c in zip(saved["offsets"], counts)]
-        self._recompile((g, offsets))
-        loader = self._compiled.loader
-        patched = dict(state, stream=loader.stream, fingerprint=fingerprint(loader.stream))
-        position = restore_position(patched, loader.stream, loader.geometry, loader.plan.descriptions)
-        self._it.close()
-        self._it = DataLoaderIterator(loader, position)
+        schedule = MixSchedule(weights, mix.schedule.period, mix.schedule.seed)
+        counts = schedule.counts(g - segment.origin)
+        offsets = [o + c for o, c in zip(segment.offsets, counts)]
+        self._use_segment((g, offsets))
+        self.close()
+        self._engine_it = None
+        self._start(saved.adopted_by(self._compiled.loader.stream_id))
 
     @property
     def compiled(self) -> Compiled:
@@ -251,24 +254,22 @@ class PackIterator(DatasetIterator):
             position, rows = self._block_position, self._row
         else:
             position, rows = self._it.position, 0
-        loader = self._compiled.loader
-        state = make_state(position, loader.stream, loader.geometry, loader.plan.descriptions)
-        state[DATASET_KEY] = {"pack": {"rows": rows}}
-        return state
+        state = self._compiled.loader.state_at(position)
+        return replace(state, extensions=Extensions(pack_rows=rows)).to_json()
 
     def set_state(self, state: dict[str, Any], *, reweight: bool = False) -> None:
-        extra = state.get(DATASET_KEY) if isinstance(state, Mapping) else None
-        pack = extra.get("pack") if isinstance(extra, dict) else None
-        if not (isinstance(pack, dict) and isinstance(pack.get("rows"), int) and pack["rows"] >= 0):
+        saved = LoaderState.from_json(state)
+        rows = saved.extensions.pack_rows
+        if rows is None:
             raise InvalidStateError("a packed dataset's state needs state['dataset']['pack']['rows'] (an int >= 0); "
                                     "this state was not saved by a packed dataset")
-        self._it.set_state(state)
+        self._start(saved)
         self._block, self._row, self._done = None, 0, False
-        if pack["rows"]:
+        if rows:
             if not self._load():
                 raise InvalidStateError("the state points past the end of the packed stream")
             assert self._block is not None
-            if pack["rows"] > self._block.num_rows:
-                raise InvalidStateError(f"the state skips {pack['rows']} rows of a window that has "
+            if rows > self._block.num_rows:
+                raise InvalidStateError(f"the state skips {rows} rows of a window that has "
                                         f"{self._block.num_rows}")
-            self._row = pack["rows"]
+            self._row = rows

@@ -34,8 +34,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from thresher.errors import ConfigError, RecordKeyError
-from thresher.samplers.permutation import Permutation
-from thresher.samplers.seeds import derive_seed
+from thresher.randomness.permutation import Permutation
+from thresher.randomness.seeds import derive_seed
 from thresher.sources.protocol import read_many
 
 __all__ = ["MixSchedule", "MixView", "quotas"]

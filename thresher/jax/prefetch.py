@@ -17,6 +17,9 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
+from thresher.loader.resumable import HasState
+from thresher.loader.profiling.stats import LoaderStats
+
 __all__ = ["DevicePrefetchIterator"]
 
 _ITEM, _END, _ERROR = 0, 1, 2
@@ -36,7 +39,7 @@ def _put(q: queue.Queue[tuple[int, Any, Any]], stop: threading.Event, item: tupl
             continue
 
 
-def _produce(source: Iterator[Any], transform: Callable[[Any], Any], has_state: bool,
+def _produce(source: Iterator[Any], transform: Callable[[Any], Any], stateful: HasState | None,
              q: queue.Queue[tuple[int, Any, Any]], stop: threading.Event) -> None:
     # Runs in the prefetch thread. It holds no reference to the DevicePrefetchIterator,
     # so dropping the last reference to that closes it (its __del__ stops this thread).
@@ -47,7 +50,7 @@ def _produce(source: Iterator[Any], transform: Callable[[Any], Any], has_state: 
             except StopIteration:
                 _put(q, stop, (_END, None, None))
                 return
-            state = source.get_state() if has_state else None  # type: ignore[attr-defined]
+            state = stateful.get_state() if stateful is not None else None
             _put(q, stop, (_ITEM, transform(batch), state))
     except BaseException as e:  # handed to the caller's thread and raised there
         _put(q, stop, (_ERROR, e, None))
@@ -92,8 +95,8 @@ class DevicePrefetchIterator:
         self._source: Iterator[Any] = iter(iterator)
         self._transform = transform
         self._size = size
-        self._has_state = callable(getattr(self._source, "get_state", None))
-        self._state: dict[str, Any] | None = self._source.get_state() if self._has_state else None  # type: ignore[attr-defined]
+        self._stateful = self._source if isinstance(self._source, HasState) else None
+        self._state: dict[str, Any] | None = self._stateful.get_state() if self._stateful is not None else None
         self._queue: queue.Queue[tuple[int, Any, Any]] | None = None
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
@@ -114,7 +117,7 @@ class DevicePrefetchIterator:
         self._queue = queue.Queue(maxsize=self._size)
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=_produce, args=(self._source, self._transform, self._has_state, self._queue, self._stop),
+            target=_produce, args=(self._source, self._transform, self._stateful, self._queue, self._stop),
             name="thresher-device-prefetch", daemon=True)
         self._thread.start()
 
@@ -147,8 +150,8 @@ class DevicePrefetchIterator:
                 self._done = True
                 raise
             out = self._transform(batch)
-            if self._has_state:
-                self._state = self._source.get_state()  # type: ignore[attr-defined]
+            if self._stateful is not None:
+                self._state = self._stateful.get_state()
             return out
         if self._thread is None:
             self._start()
@@ -162,7 +165,7 @@ class DevicePrefetchIterator:
                     self._done = True
                     raise RuntimeError("the device prefetch thread ended without a result") from None
         if kind == _ITEM:
-            if self._has_state:
+            if self._stateful is not None:
                 self._state = state
             return value
         self._done = True
@@ -188,8 +191,20 @@ class DevicePrefetchIterator:
             setter(state, allow_approximate=True)
         else:
             setter(state)
-        self._state = self._source.get_state() if self._has_state else None  # type: ignore[attr-defined]
+        self._state = self._stateful.get_state() if self._stateful is not None else None
         self._done = False
+
+    def stats(self, reset: bool = False) -> LoaderStats:
+        """The wrapped iterator's ``stats()`` (see ``DataLoaderIterator.stats``).
+
+        The time the training loop waits here for a prefetched batch is not in it;
+        the loader's work in the prefetch thread is.
+        """
+        stats = getattr(self._source, "stats", None)
+        if not callable(stats):
+            raise TypeError(f"the wrapped iterator {type(self._source).__name__} has no stats()")
+        out: LoaderStats = stats(reset)
+        return out
 
     # -- life cycle ---------------------------------------------------------------------------
     def close(self) -> None:

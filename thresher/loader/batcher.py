@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from thresher.loader.chunk import Chunk
-from thresher.loader.stats import BATCH, StatsRecorder
+from thresher.loader.profiling.stats import BATCH, StatsRecorder
 from thresher.transforms.batch import Batch
 
 __all__ = ["Batcher"]

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
 from thresher.errors import TransformError
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.sources.protocol import read_many
-from thresher.transforms.operations import FILTER, MAP, RANDOM_MAP, Operation, Plan
+from thresher.transforms.kinds import ElementFailure, Operation
+from thresher.transforms.operations import Plan
 from thresher.transforms.random_map import RecordRng
 
 __all__ = ["Chunk", "ChunkProcessor", "stage_labels"]
@@ -127,22 +128,17 @@ class ChunkProcessor:
                 e.add_note(note)
             raise
         marks.append(clock())
-        alive: np.ndarray | None = None  # indices into the chunk of the surviving elements
-        seeds: np.ndarray | None = None
+        ctx = _RecordContext(self, globals_)
         for op in self.plan.record_ops:
-            if op.kind == MAP:
-                elements = self._map(op, elements, alive, positions, keys, globals_)
-            elif op.kind == FILTER:
-                keep = self._filter(op, elements, alive, positions, keys, globals_)
-                if not all(keep):
-                    idx = np.flatnonzero(np.asarray(keep, dtype=bool))
-                    elements = [elements[i] for i in idx.tolist()]
-                    alive = idx if alive is None else alive[idx]
-            elif op.kind == RANDOM_MAP:
-                if seeds is None:
-                    seeds = sampler.rng_seeds(globals_)
-                elements = self._random_map(op, elements, alive, seeds, positions, keys, globals_)
+            try:
+                elements, kept_idx = op.apply_records(elements, ctx)
+            except ElementFailure as f:
+                raise self._fail(op, f.index, ctx.alive, positions, keys, globals_, f.error) from f.error
+            if kept_idx is not None:
+                idx = np.asarray(kept_idx, dtype=np.int64)
+                ctx.alive = idx if ctx.alive is None else ctx.alive[idx]
             marks.append(clock())
+        alive = ctx.alive
         kept = positions if alive is None else positions[alive]
         return Chunk(start, stop, kept, elements, marks=marks)
 
@@ -151,52 +147,32 @@ class ChunkProcessor:
               globals_: np.ndarray, e: Exception) -> TransformError:
         """The TransformError for element j of the current list (alive maps it to the chunk)."""
         i = j if alive is None else int(alive[j])
-        err = TransformError(f"{_context(op, i, positions, keys, globals_)}: {type(e).__name__}: {e}")
-        err.record_key = int(keys[i])  # type: ignore[attr-defined]
-        err.position = int(positions[i])  # type: ignore[attr-defined]
-        return err
+        return TransformError(f"{_context(op, i, positions, keys, globals_)}: {type(e).__name__}: {e}",
+                              record_key=int(keys[i]), position=int(positions[i]))
 
-    def _map(self, op: Operation, elements: list[Any], alive: np.ndarray | None, positions: np.ndarray,
-             keys: np.ndarray, globals_: np.ndarray) -> list[Any]:
-        try:
-            return list(map(op.fn, elements))
-        except Exception as e:
-            raise self._fail(op, self._failing_index(op.fn, elements), alive, positions, keys, globals_,
-                             e) from e
-
-    @staticmethod
-    def _failing_index(fn: Any, elements: list[Any]) -> int:
-        """Finds the element that raised, by re-running the (pure) operation one by one."""
-        for j, element in enumerate(elements):
-            try:
-                fn(element)
-            except Exception:
-                return j
-        return 0
-
-    def _filter(self, op: Operation, elements: list[Any], alive: np.ndarray | None, positions: np.ndarray,
-                keys: np.ndarray, globals_: np.ndarray) -> list[bool]:
-        fn = op.fn
-        out: list[bool] = []
-        append = out.append
-        try:
-            for e in elements:
-                append(bool(fn(e)))
-        except Exception as e:
-            raise self._fail(op, len(out), alive, positions, keys, globals_, e) from e
-        return out
-
-    def _random_map(self, op: Operation, elements: list[Any], alive: np.ndarray | None, seeds: np.ndarray,
-                    positions: np.ndarray, keys: np.ndarray, globals_: np.ndarray) -> list[Any]:
+    def record_rng(self) -> RecordRng:
+        """The processor's reusable generator (made on first use; not pickled)."""
         if self._rng is None:
             self._rng = RecordRng()
-        rngs = self._rng.seeded_many(seeds if alive is None else seeds[alive], op.salt)
-        fn = op.fn
-        out: list[Any] = []
-        append = out.append
-        try:
-            for e, rng in zip(elements, rngs):
-                append(fn(e, rng))
-        except Exception as e:
-            raise self._fail(op, len(out), alive, positions, keys, globals_, e) from e
-        return out
+        return self._rng
+
+
+class _RecordContext:
+    """The OpContext of one chunk: per-record generators for the surviving elements."""
+
+    __slots__ = ("_processor", "_globals", "_seeds", "alive")
+
+    def __init__(self, processor: ChunkProcessor, globals_: np.ndarray) -> None:
+        self._processor = processor
+        self._globals = globals_
+        self._seeds: np.ndarray | None = None
+        self.alive: np.ndarray | None = None  # indices into the chunk of the surviving elements
+
+    def record_rngs(self, salt: int) -> Iterator[np.random.Generator]:
+        if self._seeds is None:
+            self._seeds = self._processor.sampler.rng_seeds(self._globals)
+        seeds = self._seeds if self.alive is None else self._seeds[self.alive]
+        return self._processor.record_rng().seeded_many(seeds, salt)
+
+    def batch_rng(self, salt: int) -> np.random.Generator:
+        raise TypeError("a per-record operation has no batch generator")

@@ -2,30 +2,25 @@
 
 from __future__ import annotations
 
-import logging
-from dataclasses import replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, Sequence, Union
+from typing import Any, Sequence
 
 from thresher.errors import ConfigError
-from thresher.loader.autotune import AutotuneReport, decide, memory_budget
+from thresher.loader.autotune import AutotuneReport
 from thresher.loader.chunk import ChunkProcessor
+from thresher.loader.engine import Engine, WorkerCount
 from thresher.loader.iterator import DataLoaderIterator
-from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
 from thresher.loader.state import geometry_of, stream_identity
-from thresher.loader.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS, StatsRecorder, available_cpus
+from thresher.loader.state_types import Geometry, LoaderState, StreamId
+from thresher.loader.profiling.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS
+from thresher.loader.pool.worker_main import WorkerSpec
+from thresher.loader.pool.worker_start import make_worker_spec
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.transforms.operations import plan_operations
-
-if TYPE_CHECKING:
-    from thresher.loader.worker_main import WorkerSpec
 
 __all__ = ["DataLoader"]
 
 _MIN_CHUNK_RECORDS = 256
-_log = logging.getLogger("thresher")
-
-WorkerCount = Union[int, Literal["auto"]]
 
 
 class DataLoader:
@@ -130,17 +125,22 @@ class DataLoader:
         self._unusable: str | None = None  # why workers cannot run this pipeline ("auto" only)
         #: What ``worker_count="auto"`` chose (set by the first iterator), else None.
         self.autotune_report: AutotuneReport | None = None
-        if worker_count != 0:
-            from thresher.loader.workers import make_worker_spec, prestart
-
+        if worker_count != 0:  # the fork server starts with the first workers, not here
             try:
                 self._worker_spec = make_worker_spec(self._processor, chunk_size)
             except ConfigError as e:
                 if worker_count != "auto":
                     raise
                 self._unusable = str(e).split(". ")[0]
-            if self._worker_spec is not None:
-                prestart()
+
+    @cached_property
+    def engine(self) -> Engine:
+        """What the iterators run: the processor, chunking, workers, stream and geometry."""
+        return Engine(self._processor, self.chunk_size, self.worker_count, self.worker_buffer_size,
+                      self._worker_spec, self._unusable, self.stream_id, self.state_geometry, self.stage_order)
+
+    def _decided(self, report: AutotuneReport) -> None:
+        self.autotune_report = report
 
     @cached_property
     def stream(self) -> dict[str, Any]:
@@ -155,7 +155,7 @@ class DataLoader:
         batch = self.plan.batch
         # A Filter after the Batch drops whole batches on one process and not another, which
         # puts the processes' positions out of step just as a Filter before it does.
-        filters = self.plan.filter_before_batch or any(op.kind == "filter" for op in self.plan.batch_ops)
+        filters = self.plan.filter_before_batch or self.plan.filters_batches
         aligned = (batch is not None and not filters
                    and (s.block_size == batch.batch_size or s.shard_count == 1))
         return geometry_of(s.shard_index, s.shard_count, s.block_size,
@@ -163,52 +163,45 @@ class DataLoader:
                            s.shard_options.drop_remainder, aligned)
 
     @cached_property
+    def stream_id(self) -> StreamId:
+        """``stream``, typed."""
+        return StreamId.from_json(self.stream)
+
+    @cached_property
+    def state_geometry(self) -> Geometry:
+        """``geometry``, typed (its position arithmetic is the sampler's)."""
+        return Geometry.from_json(self.geometry)
+
+    def state_at(self, position: int) -> LoaderState:
+        """The state of an iterator of this loader whose next batch starts at ``position``."""
+        return self.engine.state_at(position)
+
+    def resume_position(self, state: LoaderState, *, allow_approximate: bool = False) -> int:
+        """Checks a parsed state against this loader; the position to resume at.
+
+        Raises IncompatibleStateError or GeometryError (see ``thresher.loader.state.restore_position``).
+        """
+        return self.engine.resume_position(state, allow_approximate=allow_approximate)
+
+    @cached_property
     def stage_order(self) -> tuple[str, ...]:
         """The names of the pipeline's stages, in order (the rows of ``it.stats()``)."""
         p = self._processor
         return (*p.stages, BATCH, PACK, WAIT_WORKERS, TRANSFER, *p.batch_stages)
 
-    def _make_producer(self, position: int, stats: StatsRecorder | None = None) -> Producer:
-        stop = self.sampler.local_length
-        if self.worker_count != "auto":
-            return self._producer(self.worker_count, self.worker_buffer_size, position, stop, stats)
-        report = self.autotune_report
-        if report is not None:
-            return self._producer(report.worker_count, report.worker_buffer_size, position, stop, stats)
-
-        def choose(chunk_s: float, chunk_bytes: int, records: int, left: int | None, at: int) -> Producer:
-            report = decide(chunk_s, chunk_bytes, records, left, available_cpus(), memory_budget(), self._unusable)
-            if self.worker_buffer_size is not None:
-                report = replace(report, worker_buffer_size=self.worker_buffer_size)
-            self.autotune_report = report
-            _log.info("%s", report)
-            return self._producer(report.worker_count, report.worker_buffer_size, at, stop, stats)
-
-        if stats is not None:
-            stats.worker_count = 0
-        return MeasuringProducer(self._processor, position, stop, self.chunk_size, stats, choose)
-
-    def _producer(self, workers: int, buffer: int | None, position: int, stop: int | None,
-                  stats: StatsRecorder | None) -> Producer:
-        if stats is not None:
-            stats.worker_count = workers
-            stats.notes = [str(self.autotune_report)] if self.autotune_report is not None else []
-        if workers == 0:
-            return InProcessProducer(self._processor, position, stop, self.chunk_size, stats)
-        from thresher.loader.workers import WorkerPoolProducer
-
-        assert self._worker_spec is not None
-        return WorkerPoolProducer(self._worker_spec, position, stop, self.chunk_size, workers, buffer, stats)
-
     def __iter__(self) -> DataLoaderIterator:
-        return DataLoaderIterator(self)
+        return self.iterator_at(0)
+
+    def iterator_at(self, position: int) -> DataLoaderIterator:
+        """An iterator whose first batch starts at ``position`` (a checked state's position)."""
+        return DataLoaderIterator(self.engine, position, decision=self.autotune_report, decided=self._decided)
 
     def __len__(self) -> int:
         """The number of batches (elements without a Batch) of a finite stream without filters."""
         n = self.sampler.local_length
         if n is None:
             raise TypeError("this DataLoader repeats forever (num_epochs=None): it has no len()")
-        if self.plan.filter_before_batch or any(op.kind == "filter" for op in self.plan.batch_ops):
+        if self.plan.filter_before_batch or self.plan.filters_batches:
             raise TypeError("a DataLoader with a Filter has no len(): the number of batches depends on the data")
         batch = self.plan.batch
         if batch is None:

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
 from thresher.errors import TransformError
+from thresher.loader.autotune import AutotuneReport
 from thresher.loader.batcher import Batcher
+from thresher.loader.engine import Engine
 from thresher.loader.producer import Producer
-from thresher.loader.state import make_state, restore_position
-from thresher.loader.stats import LoaderStats, StatsRecorder
-from thresher.samplers.seeds import DOMAIN_BATCH, derive_seed
-from thresher.transforms.operations import FILTER, MAP, RANDOM_MAP, Plan
+from thresher.loader.state_types import LoaderState
+from thresher.loader.profiling.stats import LoaderStats, StatsRecorder
+from thresher.randomness.seeds import DOMAIN_BATCH, derive_seed
+from thresher.transforms.operations import Plan
 from thresher.transforms.random_map import RecordRng
 
 if TYPE_CHECKING:
-    from thresher.loader.data_loader import DataLoader
     from thresher.samplers.index_sampler import IndexSampler
 
 __all__ = ["DataLoaderIterator", "apply_batch_ops"]
@@ -34,20 +35,11 @@ def apply_batch_ops(plan: Plan, sampler: IndexSampler, batch: Any, first: int, e
     when given, is called with ``time.monotonic_ns()`` readings around operation i.
     """
     clock = time.monotonic_ns
+    ctx = _BatchContext(sampler, first, rng)
     for i, op in enumerate(plan.batch_ops):
         started = clock() if timed is not None else 0
         try:
-            if op.kind == MAP:
-                batch = op.fn(batch)
-            elif op.kind == FILTER:
-                if not op.fn(batch):
-                    if timed is not None:
-                        timed(i, started, clock())
-                    return batch, False
-            elif op.kind == RANDOM_MAP:
-                g = int(sampler.to_global(np.array([first]))[0])
-                seed = derive_seed(sampler.seed or 0, DOMAIN_BATCH, g)
-                batch = op.fn(batch, rng.seeded(seed, op.salt))
+            batch, keep = op.apply_batch(batch, ctx)
         except Exception as e:
             raise TransformError(
                 f"operation {op.index} {op.name} failed on the batch of positions [{first}, {end}): "
@@ -55,7 +47,25 @@ def apply_batch_ops(plan: Plan, sampler: IndexSampler, batch: Any, first: int, e
             ) from e
         if timed is not None:
             timed(i, started, clock())
+        if not keep:
+            return batch, False
     return batch, True
+
+
+class _BatchContext:
+    """The OpContext of one batch: its generator is seeded from its first global position."""
+
+    __slots__ = ("_sampler", "_first", "_rng")
+
+    def __init__(self, sampler: IndexSampler, first: int, rng: RecordRng) -> None:
+        self._sampler, self._first, self._rng = sampler, first, rng
+
+    def record_rngs(self, salt: int) -> Iterator[np.random.Generator]:
+        raise TypeError("an operation after the Batch has no per-record generators")
+
+    def batch_rng(self, salt: int) -> np.random.Generator:
+        g = int(self._sampler.to_global(np.array([self._first]))[0])
+        return self._rng.seeded(derive_seed(self._sampler.seed or 0, DOMAIN_BATCH, g), salt)
 
 
 class DataLoaderIterator:
@@ -63,7 +73,7 @@ class DataLoaderIterator:
 
     Created by ``iter(loader)``. Also a context manager: leaving the ``with`` block
     closes it (and stops any worker processes). ``stats()`` tells where the time
-    went (see thresher.loader.stats).
+    went (see thresher.loader.profiling.stats).
 
     Example:
         >>> import thresher as th
@@ -78,15 +88,18 @@ class DataLoaderIterator:
         [2, 3]
     """
 
-    def __init__(self, loader: "DataLoader", position: int = 0) -> None:
-        self._loader = loader
-        self._plan = loader.plan
+    def __init__(self, engine: Engine, position: int = 0, *, decision: AutotuneReport | None = None,
+                 decided: Callable[[AutotuneReport], None] | None = None) -> None:
+        self._engine = engine
+        self._plan = engine.processor.plan
+        self._decision = decision  # what worker_count="auto" chose, once known
+        self._decided = decided
         self._producer: Producer | None = None
         self._rng: RecordRng | None = None
         self._closed = False
-        self._stats = StatsRecorder(loader.worker_count if isinstance(loader.worker_count, int) else 0,
-                                    loader.stage_order)
-        self._batch_stages = loader._processor.batch_stages
+        self._stats = StatsRecorder(engine.worker_count if isinstance(engine.worker_count, int) else 0,
+                                    engine.stage_order)
+        self._batch_stages = engine.processor.batch_stages
         self._reset(position)
 
     # -- life cycle ---------------------------------------------------------------------
@@ -98,7 +111,12 @@ class DataLoaderIterator:
         self._batcher = Batcher(self._plan.batch, self._stats)
         self._exhausted = False
         self._closed = False
-        self._producer = self._loader._make_producer(position, self._stats)
+        self._producer = self._engine.producer(position, self._stats, self._decision, self._on_decision)
+
+    def _on_decision(self, report: AutotuneReport) -> None:
+        self._decision = report
+        if self._decided is not None:
+            self._decided(report)
 
     def close(self) -> None:
         """Stops the producer (and its workers); further ``next`` raises StopIteration.
@@ -173,7 +191,7 @@ class DataLoaderIterator:
         if self._rng is None:
             self._rng = RecordRng()
         stats, labels = self._stats, self._batch_stages
-        return apply_batch_ops(self._plan, self._loader.sampler, batch, first, end, self._rng,
+        return apply_batch_ops(self._plan, self._engine.processor.sampler, batch, first, end, self._rng,
                                lambda i, started, ended: stats.stage(labels[i], started, ended))
 
     def stats(self, reset: bool = False) -> LoaderStats:
@@ -206,8 +224,7 @@ class DataLoaderIterator:
         ``position`` is the first position of this process's stream not yet in an
         emitted batch. Nothing else is needed to resume: restore cost is O(1).
         """
-        loader = self._loader
-        return make_state(self._state_position, loader.stream, loader.geometry, self._plan.descriptions)
+        return self._engine.state_at(self._state_position).to_json()
 
     def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False) -> None:
         """Continues with exactly the batch that followed when ``state`` was taken.
@@ -221,10 +238,11 @@ class DataLoaderIterator:
         an exact one is impossible (see ``thresher.loader.state.restore_position`` and
         ``slowest_state``): no element is skipped, some are served again.
         """
-        loader = self._loader
-        position = restore_position(state, loader.stream, loader.geometry, self._plan.descriptions,
-                                    allow_approximate=allow_approximate)
-        self._reset(position)
+        self.restore(LoaderState.from_json(state), allow_approximate=allow_approximate)
+
+    def restore(self, state: LoaderState, *, allow_approximate: bool = False) -> None:
+        """``set_state`` for a parsed state (``LoaderState.from_json``)."""
+        self._reset(self._engine.resume_position(state, allow_approximate=allow_approximate))
 
     @property
     def position(self) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Protocol
 
 from thresher.loader.chunk import Chunk, ChunkProcessor
-from thresher.loader.stats import StatsRecorder
+from thresher.loader.profiling.stats import StatsRecorder
 
 __all__ = ["Producer", "InProcessProducer", "MeasuringProducer", "chunk_bounds"]
 

@@ -5,74 +5,53 @@ global stream (source length, shuffle, seed, epochs, per-record operations), who
 digest is the ``fingerprint``; and ``geometry``, this process's part of it (shard
 index and count, block size, batch size). A different fingerprint is always refused.
 Another geometry is converted exactly where that is possible, refused otherwise.
+
+The state's types, and all reading and checking of its JSON, are in
+``thresher.loader.state_types``; this module decides what a state means for a
+loader (where to resume) and merges the states of a run.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any, Mapping, Sequence
 
 from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError
+from thresher.loader.state_types import STATE_VERSION, Geometry, LoaderState, Slowest, StreamId
+from thresher.samplers.geometry import ShardGeometry
 
-__all__ = ["STATE_VERSION", "make_state", "next_global_position", "restore_position", "slowest_state",
-           "stream_identity", "geometry_of"]
-
-STATE_VERSION = 1
-_STREAM_FIELDS = ("num_records", "shuffle", "seed", "num_epochs", "operations")
-_SLOWEST = "slowest_of"  # set by slowest_state: the number of states merged
-_SLOWEST_GLOBAL = "slowest_global_position"
-_GEOMETRY_FIELDS = ("shard_index", "shard_count", "block_size", "batch_size", "drop_remainder", "aligned")
+__all__ = ["STATE_VERSION", "geometry_of", "make_state", "next_global_position", "restore_position",
+           "slowest_state", "stream_identity"]
 
 
 def stream_identity(stream_config: Mapping[str, Any], operations_digest: str,
                     operation_names: tuple[str, ...]) -> dict[str, Any]:
     """The ``stream`` part of a state (without the operation names, kept for messages)."""
-    out = dict(stream_config)
-    out["operations"] = operations_digest
-    return out
+    return StreamId.of(stream_config, operations_digest).to_json()
 
 
 def fingerprint(stream: Mapping[str, Any]) -> str:
-    text = json.dumps({k: stream[k] for k in _STREAM_FIELDS}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return StreamId.from_json(stream).fingerprint
 
 
 def geometry_of(shard_index: int, shard_count: int, block_size: int, batch_size: int | None,
                 drop_remainder: bool, aligned: bool) -> dict[str, Any]:
     """The ``geometry`` part of a state. ``aligned``: no Filter before the Batch, and
     blocks equal the batch size (or one shard), so a step boundary is a global one."""
-    return {"shard_index": shard_index, "shard_count": shard_count, "block_size": block_size,
-            "batch_size": batch_size, "drop_remainder": drop_remainder, "aligned": aligned}
+    return Geometry(shard_index, shard_count, block_size, batch_size, drop_remainder, aligned).to_json()
 
 
-def make_state(position: int, stream: Mapping[str, Any], geometry: Mapping[str, Any],
+def _stream(stream: Mapping[str, Any] | StreamId) -> StreamId:
+    return stream if isinstance(stream, StreamId) else StreamId.from_json(stream)
+
+
+def _geometry(geometry: Mapping[str, Any] | Geometry) -> Geometry:
+    return geometry if isinstance(geometry, Geometry) else Geometry.from_json(geometry)
+
+
+def make_state(position: int, stream: Mapping[str, Any] | StreamId, geometry: Mapping[str, Any] | Geometry,
                operation_names: tuple[str, ...]) -> dict[str, Any]:
-    """Builds the JSON-serialisable state dict.
-
-    ``global_position`` is set when the geometry is aligned and ``position`` is at a
-    step boundary: every process then stands at the same global position, and every
-    global position before it has been handed out (by some process) and none after.
-    """
-    p, shards = position, geometry["shard_count"]
-    global_position = None
-    if geometry["aligned"]:
-        if shards == 1:
-            global_position = p  # one shard: local positions are global positions
-        else:
-            b = geometry["block_size"]  # == the batch size when aligned
-            if p % b == 0:
-                global_position = (p // b) * shards * b
-    names = [n[:48] for n in operation_names[:6]]
-    return {
-        "version": STATE_VERSION,
-        "position": int(position),
-        "global_position": global_position,
-        "fingerprint": fingerprint(stream),
-        "stream": dict(stream),
-        "geometry": dict(geometry),
-        "operations": names,
-    }
+    """Builds the JSON-serialisable state dict (see ``LoaderState.at``)."""
+    return LoaderState.at(position, _stream(stream), _geometry(geometry), operation_names).to_json()
 
 
 def next_global_position(state: Mapping[str, Any]) -> int:
@@ -86,73 +65,12 @@ def next_global_position(state: Mapping[str, Any]) -> int:
         >>> next_global_position({"position": 5, "geometry": g})   # block 1 of shard 1 = global block 3
         13
     """
-    geometry = state["geometry"]
-    p, b = int(state["position"]), int(geometry["block_size"])
-    block, offset = divmod(p, b)
-    return (block * int(geometry["shard_count"]) + int(geometry["shard_index"])) * b + offset
+    g = state["geometry"]
+    shard = ShardGeometry(int(g["shard_index"]), int(g["shard_count"]), int(g["block_size"]))
+    return shard.to_global(int(state["position"]))
 
 
-def _require(state: Mapping[str, Any], key: str, types: tuple[type, ...], where: str = "state") -> Any:
-    if key not in state:
-        raise InvalidStateError(f"{where} has no {key!r} field; it is not a thresher iterator state "
-                                f"(fields: {sorted(state)})")
-    v = state[key]
-    if isinstance(v, bool) and bool not in types:
-        raise InvalidStateError(f"{where}[{key!r}] must be {'/'.join(t.__name__ for t in types)}, got {v!r}")
-    if not isinstance(v, types):
-        raise InvalidStateError(f"{where}[{key!r}] must be {'/'.join(t.__name__ for t in types)}, got {v!r}")
-    return v
-
-
-def _check_shape(state: Any) -> None:
-    if not isinstance(state, Mapping):
-        raise InvalidStateError(f"a state must be a dict as returned by get_state(), got {type(state).__name__}")
-    version = _require(state, "version", (int,))
-    if version != STATE_VERSION:
-        raise InvalidStateError(f"state version {version} is not supported (this thresher reads version "
-                                f"{STATE_VERSION})")
-    position = _require(state, "position", (int,))
-    if position < 0:
-        raise InvalidStateError(f"state['position'] must be >= 0, got {position}")
-    _require(state, "fingerprint", (str,))
-    stream = _require(state, "stream", (dict,))
-    geometry = _require(state, "geometry", (dict,))
-    for k in _STREAM_FIELDS:
-        if k not in stream:
-            raise InvalidStateError(f"state['stream'] has no {k!r} field")
-    for k in ("shard_index", "shard_count", "block_size"):
-        v = _require(geometry, k, (int,), "state['geometry']")
-        if v < (0 if k == "shard_index" else 1):
-            raise InvalidStateError(f"state['geometry'][{k!r}] is out of range: {v}")
-    if geometry["shard_index"] >= geometry["shard_count"]:
-        raise InvalidStateError(f"state['geometry'] has shard_index {geometry['shard_index']} >= shard_count "
-                                f"{geometry['shard_count']}")
-    _require(geometry, "aligned", (bool,), "state['geometry']")
-    if _SLOWEST in state:
-        merged = _require(state, _SLOWEST, (int,))
-        if merged != geometry["shard_count"]:
-            raise InvalidStateError(f"state[{_SLOWEST!r}] is {merged} but the state has shard_count "
-                                    f"{geometry['shard_count']}")
-        g = _require(state, _SLOWEST_GLOBAL, (int,))
-        if g < 0:
-            raise InvalidStateError(f"state[{_SLOWEST_GLOBAL!r}] must be >= 0, got {g}")
-    if fingerprint(stream) != state["fingerprint"]:
-        raise InvalidStateError("state['fingerprint'] does not match state['stream']: the state was edited "
-                                "or corrupted")
-
-
-def _saved_global_position(state: Mapping[str, Any]) -> int | None:
-    """The global position every process of the saving run stood at, when one state shows it."""
-    saved = state["geometry"]
-    p = int(state["position"])
-    if saved["shard_count"] == 1:
-        return p  # one shard: the local position is the global position, with or without filters
-    if saved["aligned"] and p % saved["block_size"] == 0:
-        return (p // saved["block_size"]) * saved["shard_count"] * saved["block_size"]
-    return None
-
-
-def restore_position(state: Any, stream: Mapping[str, Any], geometry: Mapping[str, Any],
+def restore_position(state: Any, stream: Mapping[str, Any] | StreamId, geometry: Mapping[str, Any] | Geometry,
                      operation_names: tuple[str, ...] = (), *, allow_approximate: bool = False) -> int:
     """Checks ``state`` against this loader and returns the local position to resume at.
 
@@ -176,46 +94,52 @@ def restore_position(state: Any, stream: Mapping[str, Any], geometry: Mapping[st
     Raises InvalidStateError (malformed), IncompatibleStateError (another global
     stream, naming what differs) or GeometryError (as above).
     """
-    _check_shape(state)
-    saved_stream = state["stream"]
-    if fingerprint(saved_stream) != fingerprint(stream):
+    saved = state if isinstance(state, LoaderState) else LoaderState.from_json(state)
+    return resume_position(saved, _stream(stream), _geometry(geometry), operation_names,
+                           allow_approximate=allow_approximate)
+
+
+def resume_position(state: LoaderState, stream: StreamId, geometry: Geometry,
+                    operation_names: tuple[str, ...] = (), *, allow_approximate: bool = False) -> int:
+    """``restore_position`` for a parsed state and this loader's typed stream and geometry."""
+    if state.stream.fingerprint != stream.fingerprint:
         diffs = []
-        for k in _STREAM_FIELDS:
-            if saved_stream.get(k) != stream.get(k):
-                if k == "operations":
-                    diffs.append(f"the per-record operations (saved {state.get('operations')}, "
-                                 f"this loader {[n[:48] for n in operation_names[:6]]})")
-                else:
-                    diffs.append(f"{k} (saved {saved_stream.get(k)!r}, this loader {stream.get(k)!r})")
+        for k in state.stream.differences(stream):
+            if k == "operations":
+                diffs.append(f"the per-record operations (saved {list(state.operations)}, "
+                             f"this loader {[n[:48] for n in operation_names[:6]]})")
+            else:
+                diffs.append(f"{k} (saved {getattr(state.stream, k)!r}, this loader {getattr(stream, k)!r})")
         raise IncompatibleStateError(
             "this state was saved by a loader with a different global stream: "
             + "; ".join(diffs or ["fingerprint"])
             + ". Restore it with the same source, sampler (shuffle, seed, num_epochs) and operations"
         )
-    saved = state["geometry"]
-    p = int(state["position"])
-    P, s, b = saved["shard_count"], saved["shard_index"], saved["block_size"]
-    P2, s2, b2 = geometry["shard_count"], geometry["shard_index"], geometry["block_size"]
-    where = (f"a state saved as shard {s} of {P} (block size {b}, batch size {saved.get('batch_size')}) "
-             f"into shard {s2} of {P2} (block size {b2}, batch size {geometry.get('batch_size')})")
-    unit = P2 * b2  # one round of new blocks: the new global batch when aligned
-    if _SLOWEST in state:
+    saved, p = state.geometry, state.position
+    P, s, b = saved.shard_count, saved.shard_index, saved.block_size
+    P2, s2, b2 = geometry.shard_count, geometry.shard_index, geometry.block_size
+    where = (f"a state saved as shard {s} of {P} (block size {b}, batch size {saved.batch_size}) "
+             f"into shard {s2} of {P2} (block size {b2}, batch size {geometry.batch_size})")
+    unit = geometry.round_size  # one round of new blocks: the new global batch when aligned
+    if state.slowest is not None:
         if not allow_approximate:
             raise GeometryError(
                 f"cannot restore {where} exactly: this state was merged from the states of {P} processes by "
                 "slowest_state() for an approximate restart. Pass allow_approximate=True to set_state"
             )
-        slowest = int(state[_SLOWEST_GLOBAL])
+        slowest = state.slowest.global_position
         return slowest if P2 == 1 else (slowest // unit) * unit // P2  # one new shard can start anywhere
     if (P, s, b) == (P2, s2, b2):
         return p
-    g = _saved_global_position(state)
+    # The global position every saving process stood at, when one state shows it. One shard:
+    # the local position is the global position, with or without filters.
+    g = p if P == 1 else saved.global_position(p)
     if g is not None and (P2 == 1 or g % unit == 0):
         return g // P2
     if g is None:
         why = ("a Filter comes before the Batch or after it (or blocks do not match batches), so the "
                "processes' positions differ and no global position describes them all"
-               if not saved["aligned"] else f"the saved position {p} is not at a step boundary (block size {b})")
+               if not saved.aligned else f"the saved position {p} is not at a step boundary (block size {b})")
         fix = ("To restart anyway, merge the states of all saving processes with "
                "thresher.loader.slowest_state(states) and pass allow_approximate=True (some elements are "
                "then served twice, none skipped); or restore with the saved shard geometry")
@@ -263,22 +187,20 @@ def slowest_state(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """
     if isinstance(states, Mapping) or not states:
         raise InvalidStateError("slowest_state needs a non-empty list of states, one per process")
-    for st in states:
-        _check_shape(st)
-        if _SLOWEST in st:
-            raise InvalidStateError("slowest_state got a state that is already merged")
-    first = states[0]
-    shape = {k: v for k, v in first["geometry"].items() if k != "shard_index"}
-    P = first["geometry"]["shard_count"]
-    seen: dict[int, Mapping[str, Any]] = {}
-    for st in states:
-        if st["fingerprint"] != first["fingerprint"]:
+    parsed = [LoaderState.from_json(st) for st in states]
+    if any(st.slowest is not None for st in parsed):
+        raise InvalidStateError("slowest_state got a state that is already merged")
+    first = parsed[0]
+    shape, P = first.geometry.shape(), first.geometry.shard_count
+    seen: dict[int, LoaderState] = {}
+    for st in parsed:
+        if st.fingerprint != first.fingerprint:
             raise InvalidStateError("slowest_state got states of different global streams (fingerprints "
-                                    f"{first['fingerprint']} and {st['fingerprint']})")
-        other = {k: v for k, v in st["geometry"].items() if k != "shard_index"}
-        if other != shape:
-            raise InvalidStateError(f"slowest_state got states of different geometries: {shape} and {other}")
-        i = st["geometry"]["shard_index"]
+                                    f"{first.fingerprint} and {st.fingerprint})")
+        if st.geometry.shape() != shape:
+            raise InvalidStateError("slowest_state got states of different geometries: "
+                                    f"{_without_index(shape)} and {_without_index(st.geometry)}")
+        i = st.geometry.shard_index
         if i in seen:
             raise InvalidStateError(f"slowest_state got two states of shard {i}")
         seen[i] = st
@@ -286,8 +208,11 @@ def slowest_state(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if missing:
         raise InvalidStateError(f"slowest_state needs the states of all {P} shards; shards {missing[:8]} are "
                                 "missing. A restart from a subset could skip elements")
-    slowest = min(seen.values(), key=next_global_position)
-    out = dict(slowest)
-    out[_SLOWEST] = P
-    out[_SLOWEST_GLOBAL] = next_global_position(slowest)
-    return out
+    slowest = min(seen.values(), key=lambda st: st.next_global_position)
+    merged = LoaderState(slowest.position, slowest.stream, slowest.geometry, slowest.operations,
+                         slowest.global_position, Slowest(P, slowest.next_global_position), slowest.extensions)
+    return merged.to_json()
+
+
+def _without_index(geometry: Geometry) -> dict[str, Any]:
+    return {k: v for k, v in geometry.to_json().items() if k != "shard_index"}

@@ -7,7 +7,7 @@ Example:
 """
 
 from thresher.samplers.index_sampler import IndexSampler, RecordMetadata
-from thresher.samplers.permutation import Permutation
+from thresher.randomness.permutation import Permutation
 from thresher.samplers.sharding import NoSharding, ShardByJaxProcess, ShardOptions
 
 __all__ = ["IndexSampler", "NoSharding", "Permutation", "RecordMetadata", "ShardByJaxProcess",

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from thresher.errors import ConfigError
-from thresher.samplers.permutation import Permutation
-from thresher.samplers.seeds import (
+from thresher.samplers.geometry import ShardGeometry
+from thresher.randomness.permutation import Permutation
+from thresher.randomness.seeds import (
     DOMAIN_PERMUTATION,
     DOMAIN_RECORD,
     check_seed,
@@ -104,6 +105,8 @@ class IndexSampler:
         self.shard_options = shard_options
         self._rng_prefix = derive_seed(self.seed or 0, DOMAIN_RECORD)
         self._perms: dict[int, Permutation] = {}
+        self.geometry = ShardGeometry(shard_options.shard_index, shard_options.shard_count,
+                                      shard_options.block_size or 1)
 
     # -- geometry -------------------------------------------------------------------
     @property
@@ -145,23 +148,12 @@ class IndexSampler:
         total = self.global_length
         if total is None:
             return None
-        b, shards, s = self.block_size, self.shard_count, self.shard_index
-        rounds, rest = divmod(total, shards * b)
-        if self.shard_options.drop_remainder:
-            return rounds * b
-        return rounds * b + min(max(rest - s * b, 0), b)
+        return self.geometry.local_length(total, self.shard_options.drop_remainder)
 
     # -- the mapping ----------------------------------------------------------------
     def to_global(self, positions: np.ndarray) -> np.ndarray:
         """Local positions -> global positions (int64 array)."""
-        p = np.asarray(positions, dtype=np.int64)
-        b, shards = self.block_size, self.shard_count
-        if shards == 1:
-            return p
-        if b == 1:
-            return p * shards + self.shard_index
-        block, offset = np.divmod(p, b)
-        return (block * shards + self.shard_index) * b + offset
+        return self.geometry.to_global_array(positions)
 
     def permutation(self, epoch: int) -> Permutation:
         """The permutation of epoch ``epoch`` (cached for the last few epochs)."""
@@ -208,9 +200,7 @@ class IndexSampler:
         """
         p = int(position)
         self.check_positions(p, p + 1)
-        b, shards = self.block_size, self.shard_count
-        block, offset = divmod(p, b)
-        g = (block * shards + self.shard_index) * b + offset
+        g = self.geometry.to_global(p)
         epoch, index = divmod(g, self.num_records)
         key = self.permutation(epoch).at(index) if self.shuffle else index
         return RecordMetadata(p, g, key, epoch, mix64(g ^ self._rng_prefix))

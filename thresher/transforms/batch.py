@@ -42,8 +42,12 @@ class Batch:
         """Stacks ``elements`` into one batch (see :func:`stack`)."""
         return stack(elements, positions)
 
-    def __repr__(self) -> str:
+    def describe(self) -> str:
+        """``Batch(n, drop_remainder=...)`` (part of the pipeline's description)."""
         return f"Batch({self.batch_size}, drop_remainder={self.drop_remainder})"
+
+    def __repr__(self) -> str:
+        return self.describe()
 
 
 def _where(i: int, positions: Sequence[int] | np.ndarray | None) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from thresher.transforms.kinds import FilterOp, Operation, transform_name
+
 __all__ = ["FilterTransform"]
 
 
@@ -29,7 +31,13 @@ class FilterTransform:
             raise NotImplementedError(f"{type(self).__name__} must override filter() or be given a function")
         return bool(fn(element))
 
-    def __repr__(self) -> str:
-        from thresher.transforms.operations import describe
+    def describe(self) -> str:
+        """``Filter(fn)`` for a wrapped function, ``Filter(Subclass)`` otherwise."""
+        return transform_name(self, FilterTransform, "Filter")
 
-        return describe(self)
+    def to_operation(self, index: int) -> Operation:
+        """This step as the engine runs it."""
+        return FilterOp(self.filter, self.describe(), index)
+
+    def __repr__(self) -> str:
+        return self.describe()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from thresher.transforms.kinds import MapOp, Operation, transform_name
+
 __all__ = ["MapTransform"]
 
 
@@ -33,7 +35,15 @@ class MapTransform:
             raise NotImplementedError(f"{type(self).__name__} must override map() or be given a function")
         return fn(element)
 
-    def __repr__(self) -> str:
-        from thresher.transforms.operations import describe
+    def describe(self) -> str:
+        """``Map(fn)`` for a wrapped function, ``Map(Subclass)`` otherwise (part of the fingerprint)."""
+        return transform_name(self, MapTransform, "Map")
 
-        return describe(self)
+    def to_operation(self, index: int) -> Operation:
+        """This step as the engine runs it (the wrapped function itself when there is one)."""
+        fn = getattr(self, "_fn", None)
+        direct = fn if type(self) is MapTransform and fn is not None else self.map
+        return MapOp(direct, self.describe(), index)
+
+    def __repr__(self) -> str:
+        return self.describe()

@@ -1,83 +1,52 @@
-"""Normalising a list of operations into a plan: record ops, one Batch, batch ops."""
+"""Normalising a list of operations into a plan: record ops, one Batch, batch ops.
+
+What the user wrote (functions, transforms, Grain-style objects) becomes one of the
+operation kinds of ``thresher.transforms.kinds``; how each kind runs lives there.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from thresher.errors import ConfigError
 from thresher.transforms.batch import Batch
 from thresher.transforms.filter import FilterTransform
+from thresher.transforms.kinds import FilterOp, MapOp, Operation, RandomMapOp, fn_name
 from thresher.transforms.map import MapTransform
 from thresher.transforms.random_map import RandomMapTransform, operation_salt
 
-__all__ = ["Operation", "Plan", "describe", "plan_operations", "MAP", "RANDOM_MAP", "FILTER"]
+__all__ = ["Operation", "Plan", "describe", "plan_operations"]
 
-MAP, RANDOM_MAP, FILTER = "map", "random_map", "filter"
-
-
-def _fn_name(fn: Any) -> str:
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
-    if name is None:
-        name = type(fn).__qualname__
-    return str(name)
+_TRANSFORMS = (RandomMapTransform, FilterTransform, MapTransform)
 
 
 def describe(op: Any) -> str:
-    """A short, stable description of an operation: ``Map(decode)``, ``Filter(keep)``."""
-    if isinstance(op, Batch):
-        return repr(op)
-    for cls, kind in ((RandomMapTransform, "RandomMap"), (FilterTransform, "Filter"), (MapTransform, "Map")):
-        if isinstance(op, cls):
-            fn = getattr(op, "_fn", None)
-            seed = getattr(op, "seed", None) if cls is RandomMapTransform else None
-            extra = "" if seed is None else f", seed={seed}"
-            if type(op) is cls and fn is not None:
-                return f"{kind}({_fn_name(fn)}{extra})"
-            return f"{kind}({type(op).__qualname__}{extra})"
-    return f"Map({_fn_name(op)})"
+    """A short, stable description of an operation: ``Map(decode)``, ``Filter(keep)``.
 
-
-@dataclass(frozen=True)
-class Operation:
-    """One per-element step: its kind, the callable to run, its name and index.
-
-    ``salt`` keys a RandomMap's randomness (from its index, or its own seed).
+    Example:
+        >>> from thresher.transforms import FilterTransform, describe
+        >>> describe(abs), describe(FilterTransform(callable))
+        ('Map(abs)', 'Filter(callable)')
     """
-
-    kind: str
-    fn: Callable[..., Any]
-    name: str
-    index: int
-    salt: int = 0
-
-
-def _direct(op: Any, cls: type, method: Callable[..., Any]) -> Callable[..., Any]:
-    """The wrapped function itself when ``op`` is a plain wrapper (one call less per record)."""
-    fn = getattr(op, "_fn", None)
-    return fn if type(op) is cls and fn is not None and cls is not FilterTransform else method
+    if isinstance(op, (Batch, *_TRANSFORMS)):
+        return op.describe()
+    return f"Map({fn_name(op)})"
 
 
 def _operation(op: Any, index: int) -> Operation:
-    name = describe(op)
-    if isinstance(op, RandomMapTransform):
-        return Operation(RANDOM_MAP, _direct(op, RandomMapTransform, op.random_map), name, index,
-                         operation_salt(index, getattr(op, "seed", None)))
-    if isinstance(op, FilterTransform):
-        return Operation(FILTER, op.filter, name, index)
-    if isinstance(op, MapTransform):
-        return Operation(MAP, _direct(op, MapTransform, op.map), name, index)
+    if isinstance(op, _TRANSFORMS):
+        return op.to_operation(index)
     # Duck-typed transforms (e.g. Grain's), so pipelines move over with a change of imports.
     if callable(getattr(op, "random_map", None)):
-        return Operation(RANDOM_MAP, op.random_map, f"RandomMap({type(op).__qualname__})", index,
-                         operation_salt(index))
+        return RandomMapOp(op.random_map, f"RandomMap({type(op).__qualname__})", index, operation_salt(index))
     if callable(getattr(op, "filter", None)) and not callable(op):
-        return Operation(FILTER, op.filter, f"Filter({type(op).__qualname__})", index)
+        return FilterOp(op.filter, f"Filter({type(op).__qualname__})", index)
     if callable(getattr(op, "map", None)) and not callable(op):
-        return Operation(MAP, op.map, f"Map({type(op).__qualname__})", index)
+        return MapOp(op.map, f"Map({type(op).__qualname__})", index)
     if callable(op):
-        return Operation(MAP, op, name, index)
+        return MapOp(op, describe(op), index)
     raise ConfigError(
         f"operation {index} ({op!r}) is not a transform or a callable: pass a function, "
         "MapTransform, RandomMapTransform, FilterTransform or Batch"
@@ -99,11 +68,17 @@ class Plan:
 
     @property
     def filter_before_batch(self) -> bool:
-        return any(op.kind == FILTER for op in self.record_ops)
+        """A Filter before the Batch: batches hold a data-dependent number of positions."""
+        return any(op.filters for op in self.record_ops)
+
+    @property
+    def filters_batches(self) -> bool:
+        """A Filter after the Batch: whole batches may be dropped."""
+        return any(op.filters for op in self.batch_ops)
 
     @property
     def needs_record_seeds(self) -> bool:
-        return any(op.kind == RANDOM_MAP for op in self.record_ops)
+        return any(op.random for op in self.record_ops)
 
     def record_ops_digest(self) -> str:
         """A digest of the per-record operations (part of the stream's fingerprint)."""
@@ -120,7 +95,7 @@ def plan_operations(operations: Sequence[Any]) -> Plan:
         >>> [op.name for op in plan.record_ops], plan.batch.batch_size
         (['Map(abs)'], 4)
     """
-    if isinstance(operations, (Batch, MapTransform, RandomMapTransform, FilterTransform)) or callable(operations):
+    if isinstance(operations, (Batch, *_TRANSFORMS)) or callable(operations):
         raise ConfigError("operations must be a list of operations, e.g. [decode, Batch(32)]")
     record: list[Operation] = []
     after: list[Operation] = []

@@ -6,7 +6,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from thresher.samplers.seeds import MASK64, mix64, mix64_array
+from thresher.randomness.seeds import MASK64, check_seed, mix64, mix64_array
+from thresher.transforms.kinds import Operation, RandomMapOp, transform_name
 
 __all__ = ["RandomMapTransform", "RecordRng"]
 
@@ -36,8 +37,6 @@ class RandomMapTransform:
                  seed: int | None = None) -> None:
         self._fn = fn
         if seed is not None:
-            from thresher.samplers.seeds import check_seed
-
             seed = check_seed(seed, "RandomMapTransform seed")
         self.seed = seed
 
@@ -49,10 +48,18 @@ class RandomMapTransform:
             )
         return fn(element, rng)
 
-    def __repr__(self) -> str:
-        from thresher.transforms.operations import describe
+    def describe(self) -> str:
+        """``RandomMap(fn)`` or ``RandomMap(Subclass)``, with ``, seed=...`` when it has one."""
+        return transform_name(self, RandomMapTransform, "RandomMap", getattr(self, "seed", None))
 
-        return describe(self)
+    def to_operation(self, index: int) -> Operation:
+        """This step as the engine runs it, its randomness keyed by index or by its seed."""
+        fn = getattr(self, "_fn", None)
+        direct = fn if type(self) is RandomMapTransform and fn is not None else self.random_map
+        return RandomMapOp(direct, self.describe(), index, operation_salt(index, getattr(self, "seed", None)))
+
+    def __repr__(self) -> str:
+        return self.describe()
 
 
 _STATE_SALT = 0xD1B54A32D192ED03

@@ -42,8 +42,8 @@ import numpy as np
 
 from thresher.errors import ConfigError, FeatureError
 from thresher.features import RecordCodec, as_feature
-from thresher.samplers.permutation import Permutation
-from thresher.samplers.seeds import derive_seed
+from thresher.randomness.permutation import Permutation
+from thresher.randomness.seeds import derive_seed
 from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.array_record_writer import ArrayRecordWriter
 from thresher.sources.prepared.info import DatasetInfo, SplitDict, SplitInfo

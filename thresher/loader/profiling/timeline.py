@@ -24,7 +24,7 @@ import json
 import os
 from typing import Any, Union
 
-from thresher.loader.tracing import Tracer
+from thresher.loader.profiling.tracing import Tracer
 
 __all__ = ["plot_timeline"]
 

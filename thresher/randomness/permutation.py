@@ -13,7 +13,7 @@ permutation is therefore a keyed Fisher-Yates table built from the same hash (at
 
 Example:
     >>> import numpy as np
-    >>> from thresher.samplers.permutation import Permutation
+    >>> from thresher.randomness.permutation import Permutation
     >>> p = Permutation(10, key=1234)
     >>> sorted(p(np.arange(10)).tolist()) == list(range(10))
     True
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from thresher.samplers.seeds import derive_seed, mix64, mix64_array, mix64_inplace
+from thresher.randomness.seeds import derive_seed, mix64, mix64_array, mix64_inplace
 
 __all__ = ["Permutation", "NUM_ROUNDS", "SMALL_N"]
 

@@ -13,7 +13,7 @@ an exception of the *same type* as worker_count=0 would have raised:
 - an exception that cannot be pickled becomes a WorkerError that quotes it.
 
 Example:
-    >>> from thresher.loader.remote_errors import describe_exception, rebuild_exception
+    >>> from thresher.loader.pool.remote_errors import describe_exception, rebuild_exception
     >>> try:
     ...     raise KeyError("k")
     ... except KeyError as e:
@@ -80,7 +80,7 @@ def rebuild_exception(info: dict[str, Any], where: str) -> BaseException:
             rebuilt = None
         if rebuilt is not None:
             rebuilt.__dict__.update(exc.__dict__)
-            rebuilt.worker_traceback = tb  # type: ignore[attr-defined]
+            rebuilt.worker_traceback = tb
             rebuilt.__cause__ = cause
             return rebuilt
     if exc is not None:
@@ -95,5 +95,5 @@ def rebuild_exception(info: dict[str, Any], where: str) -> BaseException:
     err = WorkerError(f"thresher {where} raised {info['type']}: {info['message']} "
                       f"(the exception could not be sent to the main process as it is); "
                       f"the worker's traceback follows\n{tb}")
-    err.worker_traceback = tb  # type: ignore[attr-defined]
+    err.worker_traceback = tb
     return err

@@ -26,7 +26,7 @@ band instead: correct, only one copy more.
 
 Example:
     >>> import numpy as np
-    >>> from thresher.loader.shm import pack, unpack
+    >>> from thresher.loader.pool.shm import pack, unpack
     >>> packed = pack({"x": np.arange(4096, dtype=np.int32), "y": 7})
     >>> out = unpack(packed.meta, packed.layout, packed.sizes, packed.fds)
     >>> int(out["x"].sum()), out["y"]

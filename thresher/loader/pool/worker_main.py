@@ -2,7 +2,7 @@
 
 A worker receives ``(chunk_index, start, stop)`` tasks on its socket, runs the
 pipeline's pure :class:`~thresher.loader.chunk.ChunkProcessor` on them, in the order
-received, and sends each result back (see :mod:`thresher.loader.shm`: arrays travel
+received, and sends each result back (see :mod:`thresher.loader.pool.shm`: arrays travel
 in shared memory). When the pipeline has a Batch and no Filter before it, the worker
 also stacks the batches itself, so the main process receives finished batches whose
 arrays are views onto shared memory: no copy at all in the main process.
@@ -29,10 +29,10 @@ import numpy as np
 
 from thresher.errors import BatchError, TransformError, WorkerError
 from thresher.loader.chunk import Chunk, ChunkProcessor
-from thresher.loader.remote_errors import describe_exception
-from thresher.loader.shm import Packed, pack
-from thresher.loader.stats import BATCH, PACK
-from thresher.loader.wire import send
+from thresher.loader.pool.remote_errors import describe_exception
+from thresher.loader.pool.shm import Packed, pack
+from thresher.loader.profiling.stats import BATCH, PACK
+from thresher.loader.pool.wire import send
 
 try:  # what an ArrayRecordSource reads with: imported once, in the fork server
     from array_record.python import array_record_module  # noqa: F401
@@ -104,9 +104,8 @@ def _unpicklable(processor: ChunkProcessor, chunk: Chunk, error: Exception) -> T
                 f"the element at position {position} (record key {key}) cannot be sent from a worker "
                 f"process to the main process: {type(e).__name__}: {e}. With worker_count > 0, what the "
                 f"per-record operations return (last: {producer}) must be picklable: arrays, numbers, "
-                "strings, bytes, and dicts, lists or tuples of them"
+                "strings, bytes, and dicts, lists or tuples of them", record_key=key, position=position
             )
-            err.record_key, err.position = key, position  # type: ignore[attr-defined]
             err.__cause__ = e
             return err
     return TransformError(f"the results of positions [{chunk.start}, {chunk.stop}) cannot be sent from a "

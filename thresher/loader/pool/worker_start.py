@@ -3,9 +3,11 @@
 Workers are started with the ``forkserver`` method (``spawn`` where there is none),
 never with a bare ``fork``: forking a process that runs JAX's threads can deadlock.
 The fork server is a small single-threaded process started once per interpreter
-(when the first DataLoader with workers is made) with thresher's worker module
-preloaded, and jax when the main process has imported it: thresher adds them to
-multiprocessing's forkserver preload list, keeping any modules already listed.
+(when the first workers start, or by ``prestart()``) with thresher's worker module
+preloaded, and jax when the main process has imported it: thresher sets
+multiprocessing's forkserver preload list through its public API (to add modules
+of your own, call ``multiprocessing.set_forkserver_preload`` with them and with
+``preload_modules()`` after the first DataLoader with workers started).
 Later iterators (next epoch, set_state) then start their workers in milliseconds.
 
 As with any multiprocessing code, each worker runs the main module's top level
@@ -23,40 +25,59 @@ from typing import Any
 
 from thresher.errors import ConfigError
 from thresher.loader.chunk import ChunkProcessor
-from thresher.loader.worker_main import WorkerSpec, worker_stages
+from thresher.loader.pool.worker_main import WorkerSpec, worker_stages
 
-__all__ = ["context", "make_worker_spec", "prestart", "start_method"]
+__all__ = ["context", "make_worker_spec", "preload_modules", "prestart", "start_method"]
 
-_PRELOAD = "thresher.loader.worker_main"
+_PRELOAD = "thresher.loader.pool.worker_main"
 
 
 def start_method() -> str:
     """``forkserver`` where the platform has it (Linux, macOS), else ``spawn``.
 
     Example:
-        >>> from thresher.loader.worker_start import start_method
+        >>> from thresher.loader.pool.worker_start import start_method
         >>> start_method() in ("forkserver", "spawn")
         True
     """
     return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
+def preload_modules() -> list[str]:
+    """The modules the fork server imports before it forks workers.
+
+    The main module (as multiprocessing does by default), thresher's worker module,
+    and jax when this process uses it: each worker runs the main module again, and a
+    script's ``import jax`` would otherwise cost every worker about a second. (Its
+    import starts no thread, so the fork server stays safe to fork.)
+
+    Example:
+        >>> from thresher.loader.pool.worker_start import preload_modules
+        >>> preload_modules()[:2]
+        ['__main__', 'thresher.loader.pool.worker_main']
+    """
+    return ["__main__", _PRELOAD] + (["jax"] if "jax" in sys.modules else [])
+
+
+class _Preload:
+    """The preload list thresher last gave multiprocessing (one per process, like the fork server)."""
+
+    last: list[str] | None = None
+
+
 def context() -> Any:
-    """The multiprocessing context workers start in (the fork server set up for them)."""
+    """The multiprocessing context workers start in (the fork server set up for them).
+
+    Sets the fork server's preload list (``preload_modules()``) through
+    multiprocessing's public ``set_forkserver_preload``, and again only when that
+    list changes (jax imported since): a list the user set afterwards is kept.
+    """
     ctx = multiprocessing.get_context(start_method())
     if start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        # Keep what the user (or another library) asked to preload; add ours. Also jax
-        # when this process uses it: each worker runs the main module again, and a
-        # script's `import jax` would otherwise cost every worker about a second. (Its
-        # import starts no thread, so the fork server stays safe to fork.)
-        current = getattr(getattr(forkserver, "_forkserver", None), "_preload_modules", None)
-        modules = list(current) if current is not None else ["__main__"]
-        wanted = [_PRELOAD] + (["jax"] if "jax" in sys.modules else [])
-        missing = [m for m in wanted if m not in modules]
-        if missing:
-            ctx.set_forkserver_preload(modules + missing)
+        wanted = preload_modules()
+        if wanted != _Preload.last:
+            ctx.set_forkserver_preload(wanted)
+            _Preload.last = wanted
     return ctx
 
 
@@ -102,7 +123,7 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
     Example:
         >>> import threading, thresher as th
         >>> from thresher.loader.chunk import ChunkProcessor
-        >>> from thresher.loader.workers import make_worker_spec
+        >>> from thresher.loader.pool.workers import make_worker_spec
         >>> from thresher.transforms import plan_operations
         >>> lock = threading.Lock()
         >>> def locked(x):

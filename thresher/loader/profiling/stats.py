@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from thresher.loader.tracing import Tracer, active_tracer
+from thresher.loader.profiling.tracing import Tracer, active_tracer
 
 __all__ = ["LoaderStats", "StageTime", "StatsRecorder", "available_cpus", "bottleneck_hint",
            "MAIN", "WORKERS", "BATCH", "PACK", "TRANSFER", "WAIT_WORKERS", "NEXT", "OUTSIDE"]
@@ -59,7 +59,7 @@ def available_cpus() -> int:
     """The CPUs this process may run on (its affinity mask; ``os.cpu_count()`` elsewhere).
 
     Example:
-        >>> from thresher.loader.stats import available_cpus
+        >>> from thresher.loader.profiling.stats import available_cpus
         >>> available_cpus() >= 1
         True
     """
@@ -167,7 +167,7 @@ def bottleneck_hint(stats: LoaderStats) -> str:
     """One line: input-bound, compute-bound or balanced, and what to change.
 
     Example:
-        >>> from thresher.loader.stats import LoaderStats, StageTime, bottleneck_hint
+        >>> from thresher.loader.profiling.stats import LoaderStats, StageTime, bottleneck_hint
         >>> s = LoaderStats(10.0, 6.3, 3.7, 0.1, 100, 12800, 0, 8,
         ...                 (StageTime("read", "main", 5.0, 50, 0.5),))
         >>> print(bottleneck_hint(s))

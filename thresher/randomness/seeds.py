@@ -5,7 +5,7 @@ finaliser chained over the inputs. Derivation is a hash, never a sum, so seed 0 
 epoch 1 is unrelated to seed 1 at epoch 0 (a classic bug of ``seed + epoch``).
 
 Example:
-    >>> from thresher.samplers.seeds import derive_seed
+    >>> from thresher.randomness.seeds import derive_seed
     >>> derive_seed(0, 1) != derive_seed(1, 0)
     True
 """

@@ -58,7 +58,7 @@ class Tracer:
     """Collects complete events; ``to_json()`` is the Chrome trace document.
 
     Example:
-        >>> from thresher.loader.tracing import Tracer
+        >>> from thresher.loader.profiling.tracing import Tracer
         >>> t = Tracer()
         >>> t.complete("read", 1_000, 3_000, pid=1, tid=1)
         >>> [(e["name"], e["ts"], e["dur"]) for e in t.to_json()["traceEvents"] if e["ph"] == "X"]

@@ -1,7 +1,7 @@
 """Worker -> main messages: a small header, the result's pickle and its descriptors, sent at once.
 
 One message is a 16-byte prefix (the lengths of the two parts), the pickled header,
-and ``meta`` (the result's pickle, see :mod:`thresher.loader.shm`), written with one
+and ``meta`` (the result's pickle, see :mod:`thresher.loader.pool.shm`), written with one
 ``sendmsg`` that also carries the shared-memory file descriptors (SCM_RIGHTS) on its
 first byte. Sending the descriptors with the data, rather than in a second message,
 means the main process wakes up once per chunk with everything it needs: it never
@@ -10,7 +10,7 @@ wait cost milliseconds per chunk).
 
 Example:
     >>> import socket
-    >>> from thresher.loader.wire import receive, send
+    >>> from thresher.loader.pool.wire import receive, send
     >>> a, b = socket.socketpair()
     >>> send(a, ("ok", 3), b"payload")
     >>> header, meta, fds = receive(b)

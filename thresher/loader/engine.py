@@ -1,0 +1,122 @@
+"""The Engine: what an iterator needs from its DataLoader, as one immutable value.
+
+A DataLoader checks the user's arguments and builds an Engine: the chunk processor
+(the pure function of positions), the chunking, how workers run the pipeline, the
+stream's identity and this process's geometry. Iterators depend on the Engine only;
+it makes their producers (in this process, in worker processes, or, for
+``worker_count="auto"``, a measuring one whose measurement gives the decision).
+
+Example:
+    >>> import thresher as th
+    >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 8), th.IndexSampler(8), [th.Batch(4)])
+    >>> engine = loader.engine
+    >>> engine.chunk_size, engine.state_at(4).to_json()["position"]
+    (256, 4)
+    >>> producer = engine.producer(0)
+    >>> producer.next_chunk().elements
+    [0, 1, 2, 3, 4, 5, 6, 7]
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Literal, Union
+
+from thresher.loader.autotune import AutotuneReport, decide, memory_budget
+from thresher.loader.chunk import ChunkProcessor
+from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
+from thresher.loader.state import resume_position
+from thresher.loader.state_types import Geometry, LoaderState, StreamId
+from thresher.loader.profiling.stats import StatsRecorder, available_cpus
+
+if TYPE_CHECKING:
+    from thresher.loader.pool.worker_main import WorkerSpec
+
+__all__ = ["Engine", "WorkerCount"]
+
+_log = logging.getLogger("thresher")
+
+WorkerCount = Union[int, Literal["auto"]]
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Makes producers for iterators; immutable, shared by all iterators of a DataLoader.
+
+    Attributes:
+        processor: reads and transforms a range of positions (a pure function).
+        chunk_size: positions per chunk.
+        worker_count: processes that compute ahead (0: this process), or ``"auto"``.
+        worker_buffer_size: chunks each worker computes ahead (None: sized by memory).
+        worker_spec: the pipeline pickled for workers, or None without workers.
+        unusable: why workers cannot run this pipeline (``"auto"`` only), or None.
+        stream, geometry: the state's stream identity and this process's geometry.
+        stage_order: the stages' names, in order (the rows of ``it.stats()``).
+    """
+
+    processor: ChunkProcessor
+    chunk_size: int
+    worker_count: WorkerCount
+    worker_buffer_size: int | None
+    worker_spec: WorkerSpec | None
+    unusable: str | None
+    stream: StreamId
+    geometry: Geometry
+    stage_order: tuple[str, ...]
+
+    # -- state ------------------------------------------------------------------------------
+    def state_at(self, position: int) -> LoaderState:
+        """The state of an iterator whose next batch starts at ``position``."""
+        return LoaderState.at(position, self.stream, self.geometry, self.processor.plan.descriptions)
+
+    def resume_position(self, state: LoaderState, *, allow_approximate: bool = False) -> int:
+        """Checks a parsed state against this stream and geometry; the position to resume at."""
+        return resume_position(state, self.stream, self.geometry, self.processor.plan.descriptions,
+                               allow_approximate=allow_approximate)
+
+    # -- producers --------------------------------------------------------------------------
+    def decide(self, chunk_s: float, chunk_bytes: int, records: int, left: int | None) -> AutotuneReport:
+        """What ``worker_count="auto"`` chooses for a first chunk measured as given."""
+        report = decide(chunk_s, chunk_bytes, records, left, available_cpus(), memory_budget(), self.unusable)
+        if self.worker_buffer_size is not None:
+            report = replace(report, worker_buffer_size=self.worker_buffer_size)
+        return report
+
+    def producer(self, position: int, stats: StatsRecorder | None = None, decision: AutotuneReport | None = None,
+                 decided: Callable[[AutotuneReport], None] | None = None) -> Producer:
+        """A producer of the chunks from ``position`` on.
+
+        With ``worker_count="auto"`` and no earlier ``decision``, the first chunks are
+        computed here and measured; the decision is passed to ``decided`` and the
+        producer it picks takes over.
+        """
+        stop = self.processor.sampler.local_length
+        if self.worker_count != "auto":
+            return self._producer(self.worker_count, self.worker_buffer_size, position, stop, stats, None)
+        if decision is not None:
+            return self._producer(decision.worker_count, decision.worker_buffer_size, position, stop, stats,
+                                  decision)
+
+        def choose(chunk_s: float, chunk_bytes: int, records: int, left: int | None, at: int) -> Producer:
+            report = self.decide(chunk_s, chunk_bytes, records, left)
+            _log.info("%s", report)
+            if decided is not None:
+                decided(report)
+            return self._producer(report.worker_count, report.worker_buffer_size, at, stop, stats, report)
+
+        if stats is not None:
+            stats.worker_count = 0
+        return MeasuringProducer(self.processor, position, stop, self.chunk_size, stats, choose)
+
+    def _producer(self, workers: int, buffer: int | None, position: int, stop: int | None,
+                  stats: StatsRecorder | None, decision: AutotuneReport | None) -> Producer:
+        if stats is not None:
+            stats.worker_count = workers
+            stats.notes = [str(decision)] if decision is not None else []
+        if workers == 0:
+            return InProcessProducer(self.processor, position, stop, self.chunk_size, stats)
+        from thresher.loader.pool.workers import WorkerPoolProducer  # starts processes: loaded when used
+
+        assert self.worker_spec is not None
+        return WorkerPoolProducer(self.worker_spec, position, stop, self.chunk_size, workers, buffer, stats)

@@ -1,0 +1,279 @@
+"""The iterator state as types: what ``get_state()`` returns, parsed and checked in one place.
+
+``LoaderState.from_json`` is the only reader of a saved state's keys and does all the
+checking (raising InvalidStateError); ``to_json`` writes the JSON format that users
+save (version 1, unchanged). Its parts:
+
+- ``StreamId``: what defines the global stream; its digest is the ``fingerprint``.
+- ``Geometry``: this process's part of it (shard, block, batch); its arithmetic is
+  ``thresher.samplers.geometry.ShardGeometry``'s.
+- ``Extensions``: what a layer above the engine adds (a mixture's segment, packing's
+  rows), typed, under the ``"dataset"`` key.
+
+Example:
+    >>> s = LoaderState.at(4, StreamId(10, False, None, 1, "ops"), Geometry(0, 1, 1, 2, False, True))
+    >>> d = s.to_json()
+    >>> d["global_position"], LoaderState.from_json(d) == s
+    (4, True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from thresher.errors import InvalidStateError
+from thresher.samplers.geometry import ShardGeometry
+
+__all__ = ["STATE_VERSION", "Extensions", "Geometry", "LoaderState", "MixSegment", "Slowest", "StreamId"]
+
+STATE_VERSION = 1
+_STREAM_FIELDS = ("num_records", "shuffle", "seed", "num_epochs", "operations")
+_SLOWEST = "slowest_of"  # set by slowest_state: the number of states merged
+_SLOWEST_GLOBAL = "slowest_global_position"
+_DATASET = "dataset"
+
+
+def _require(state: Mapping[str, Any], key: str, types: tuple[type, ...], where: str = "state") -> Any:
+    if key not in state:
+        raise InvalidStateError(f"{where} has no {key!r} field; it is not a thresher iterator state "
+                                f"(fields: {sorted(state)})")
+    v = state[key]
+    if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
+        raise InvalidStateError(f"{where}[{key!r}] must be {'/'.join(t.__name__ for t in types)}, got {v!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class StreamId:
+    """What defines the global stream: source length, shuffle, seed, epochs, operations digest."""
+
+    num_records: Any
+    shuffle: Any
+    seed: Any
+    num_epochs: Any
+    operations: Any
+
+    @classmethod
+    def of(cls, stream_config: Mapping[str, Any], operations_digest: str) -> StreamId:
+        """From a sampler's ``stream_config()`` and the digest of the per-record operations."""
+        return cls(stream_config["num_records"], stream_config["shuffle"], stream_config["seed"],
+                   stream_config["num_epochs"], operations_digest)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in _STREAM_FIELDS}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> StreamId:
+        for k in _STREAM_FIELDS:
+            if k not in d:
+                raise InvalidStateError(f"state['stream'] has no {k!r} field")
+        return cls(*(d[k] for k in _STREAM_FIELDS))
+
+    @property
+    def fingerprint(self) -> str:
+        text = json.dumps(self.to_json(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def differences(self, other: StreamId) -> list[str]:
+        """The names of the fields that differ from ``other``'s."""
+        return [k for k in _STREAM_FIELDS if getattr(self, k) != getattr(other, k)]
+
+
+@dataclass(frozen=True)
+class Geometry(ShardGeometry):
+    """This process's part of the stream, as a state records it.
+
+    ``aligned``: a Batch and no Filter, and blocks equal the batch size (or one
+    shard), so a step boundary is a global one.
+    """
+
+    batch_size: int | None = None
+    drop_remainder: bool = False
+    aligned: bool = False
+
+    def global_position(self, position: int) -> int | None:
+        """The global position all processes stand at when this one is at ``position``.
+
+        Known when the geometry is aligned and ``position`` is at a step boundary.
+        """
+        return self.step_start(position) if self.aligned else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"shard_index": self.shard_index, "shard_count": self.shard_count, "block_size": self.block_size,
+                "batch_size": self.batch_size, "drop_remainder": self.drop_remainder, "aligned": self.aligned}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Geometry:
+        where = "state['geometry']"
+        for k in ("shard_index", "shard_count", "block_size"):
+            v = _require(d, k, (int,), where)
+            if v < (0 if k == "shard_index" else 1):
+                raise InvalidStateError(f"state['geometry'][{k!r}] is out of range: {v}")
+        if d["shard_index"] >= d["shard_count"]:
+            raise InvalidStateError(f"state['geometry'] has shard_index {d['shard_index']} >= shard_count "
+                                    f"{d['shard_count']}")
+        aligned = _require(d, "aligned", (bool,), where)
+        return cls(d["shard_index"], d["shard_count"], d["block_size"], d.get("batch_size"),
+                   d.get("drop_remainder", False), aligned)
+
+    def shape(self) -> Geometry:
+        """The geometry without the shard index (equal for all processes of one run)."""
+        return replace(self, shard_index=0)
+
+
+@dataclass(frozen=True)
+class MixSegment:
+    """A mixture's segment: its weights, where it starts, and each component's offset."""
+
+    weights: tuple[Any, ...]
+    origin: int
+    offsets: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"weights": list(self.weights), "origin": self.origin, "offsets": list(self.offsets)}
+
+    @classmethod
+    def from_json(cls, mix: Any) -> MixSegment:
+        if not (isinstance(mix, dict) and isinstance(mix.get("weights"), list)
+                and isinstance(mix.get("origin"), int) and isinstance(mix.get("offsets"), list)
+                and all(isinstance(x, int) for x in mix["offsets"])):
+            raise InvalidStateError(f"state['dataset']['mix'] is malformed: {mix!r}")
+        return cls(tuple(mix["weights"]), mix["origin"], tuple(mix["offsets"]))
+
+
+@dataclass(frozen=True)
+class Extensions:
+    """What the layers above the engine add to a state (``state['dataset']``).
+
+    ``mix``: the segment of a mixture read in order; ``pack_rows``: the rows of the
+    current packed window already emitted. A new extension is a new typed field here,
+    read and written by ``from_json``/``to_json``.
+    """
+
+    mix: MixSegment | None = None
+    pack_rows: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.mix is not None:
+            out["mix"] = self.mix.to_json()
+        if self.pack_rows is not None:
+            out["pack"] = {"rows": self.pack_rows}
+        return out
+
+    @classmethod
+    def from_json(cls, extra: Any) -> Extensions:
+        if not isinstance(extra, dict):
+            return cls()
+        mix = extra.get("mix")
+        pack = extra.get("pack")
+        rows = pack.get("rows") if isinstance(pack, dict) else None
+        ok_rows = isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0
+        return cls(None if mix is None else MixSegment.from_json(mix), rows if ok_rows else None)
+
+
+@dataclass(frozen=True)
+class Slowest:
+    """Set on a state merged by ``slowest_state``: the shards merged, the slowest's next global position."""
+
+    merged: int
+    global_position: int
+
+
+@dataclass(frozen=True)
+class LoaderState:
+    """An iterator state: the position to resume at, the stream, the geometry, the extensions."""
+
+    position: int
+    stream: StreamId
+    geometry: Geometry
+    operations: tuple[str, ...] = ()
+    global_position: int | None = None
+    slowest: Slowest | None = None
+    extensions: Extensions = field(default_factory=Extensions)
+
+    @classmethod
+    def at(cls, position: int, stream: StreamId, geometry: Geometry, operations: tuple[str, ...] = (),
+           extensions: Extensions | None = None) -> LoaderState:
+        """The state of an iterator at ``position``, with the global position when one is known.
+
+        ``global_position`` is set when the geometry is aligned and ``position`` is at
+        a step boundary: every process then stands at the same global position, and
+        every global position before it has been handed out (by some process) and none after.
+        """
+        return cls(position, stream, geometry, operations, geometry.global_position(position), None,
+                   extensions or Extensions())
+
+    @property
+    def fingerprint(self) -> str:
+        return self.stream.fingerprint
+
+    def adopted_by(self, stream: StreamId) -> LoaderState:
+        """This state, claimed by another stream whose owner has checked it continues this one.
+
+        The sanctioned way for a layer above the engine to restore a state across a
+        change it understands (a mixture under new weights, which continues each
+        component where it stopped): the engine then checks only the geometry.
+        """
+        return replace(self, stream=stream)
+
+    @property
+    def next_global_position(self) -> int:
+        """The global position of the next element of the process that saved this state."""
+        return self.geometry.to_global(self.position)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "version": STATE_VERSION,
+            "position": int(self.position),
+            "global_position": self.global_position,
+            "fingerprint": self.fingerprint,
+            "stream": self.stream.to_json(),
+            "geometry": self.geometry.to_json(),
+            "operations": [n[:48] for n in self.operations[:6]],
+        }
+        if self.slowest is not None:
+            out[_SLOWEST] = self.slowest.merged
+            out[_SLOWEST_GLOBAL] = self.slowest.global_position
+        extra = self.extensions.to_json()
+        if extra:
+            out[_DATASET] = extra
+        return out
+
+    @classmethod
+    def from_json(cls, state: Any) -> LoaderState:
+        """Parses and checks a saved state; raises InvalidStateError naming what is wrong."""
+        if not isinstance(state, Mapping):
+            raise InvalidStateError(f"a state must be a dict as returned by get_state(), got {type(state).__name__}")
+        version = _require(state, "version", (int,))
+        if version != STATE_VERSION:
+            raise InvalidStateError(f"state version {version} is not supported (this thresher reads version "
+                                    f"{STATE_VERSION})")
+        position = _require(state, "position", (int,))
+        if position < 0:
+            raise InvalidStateError(f"state['position'] must be >= 0, got {position}")
+        saved_fingerprint = _require(state, "fingerprint", (str,))
+        stream = StreamId.from_json(_require(state, "stream", (dict,)))
+        geometry = Geometry.from_json(_require(state, "geometry", (dict,)))
+        slowest = None
+        if _SLOWEST in state:
+            merged = _require(state, _SLOWEST, (int,))
+            if merged != geometry.shard_count:
+                raise InvalidStateError(f"state[{_SLOWEST!r}] is {merged} but the state has shard_count "
+                                        f"{geometry.shard_count}")
+            g = _require(state, _SLOWEST_GLOBAL, (int,))
+            if g < 0:
+                raise InvalidStateError(f"state[{_SLOWEST_GLOBAL!r}] must be >= 0, got {g}")
+            slowest = Slowest(merged, g)
+        if stream.fingerprint != saved_fingerprint:
+            raise InvalidStateError("state['fingerprint'] does not match state['stream']: the state was edited "
+                                    "or corrupted")
+        names = state.get("operations")
+        operations = tuple(str(n) for n in names) if isinstance(names, list) else ()
+        g = state.get("global_position")
+        return cls(position, stream, geometry, operations,
+                   g if isinstance(g, int) and not isinstance(g, bool) else None,
+                   slowest, Extensions.from_json(state.get(_DATASET)))
