@@ -225,7 +225,13 @@ def run_fresh_many(jobs: list[dict[str, Any]]) -> list[list[str]]:
         "    it.close()\n"
         "print(json.dumps(out))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(jobs), capture_output=True, text=True,
+    return run_in_fresh_process(code, jobs)
+
+
+def run_in_fresh_process(code: str, payload: Any) -> Any:
+    """Runs ``code`` in a new Python process (cwd: the repository) with ``payload`` as JSON on
+    stdin; returns the JSON it printed last."""
+    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(payload), capture_output=True, text=True,
                           cwd=REPO, timeout=300)
     if proc.returncode != 0:
         raise AssertionError(f"fresh process failed:\n{proc.stderr[-4000:]}")

@@ -9,15 +9,13 @@ invariants: the same stream for every worker count, exact resume in a fresh proc
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import Counter
 from typing import Any
 
 import pytest
 
 from tests.dataset.grain_chains import CHAINS, EPOCHS, build_grain, build_thresher, epoch_length
-from tests.dataset.spec import REPO
+from tests.dataset.spec import run_in_fresh_process
 
 N = 200
 
@@ -100,10 +98,7 @@ def _resume_in_fresh_process(jobs: list[dict[str, Any]]) -> list[list[list[int]]
         "    it.close()\n"
         "print(json.dumps(out))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(jobs), capture_output=True, text=True,
-                          cwd=REPO, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_in_fresh_process(code, jobs)
 
 
 def test_exact_resume_mid_second_epoch_in_a_fresh_process() -> None:
