@@ -53,14 +53,16 @@ __all__ = ["Dataset"]
 
 
 def _positive_int(value: Any, what: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ConfigTypeError(f"{what} must be an int >= {minimum}, got {value!r}")
+    if value < minimum:
         raise ConfigError(f"{what} must be an int >= {minimum}, got {value!r}")
     return int(value)
 
 
 def _callable(fn: Any, what: str) -> None:
     if not callable(fn):
-        raise ConfigError(f"{what} takes a function, got {fn!r}")
+        raise ConfigTypeError(f"{what} takes a function, got {fn!r}")
 
 
 class Dataset:
@@ -95,7 +97,7 @@ class Dataset:
         if isinstance(source, (list, tuple, np.ndarray)):
             source = InMemoryDataSource(source)  # type: ignore[arg-type]
         if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
-            raise ConfigError(f"Dataset.source needs a random-access source (__len__, __getitem__); got {source!r}")
+            raise ConfigTypeError(f"Dataset.source needs a random-access source (__len__, __getitem__); got {source!r}")
         return Dataset((N.Source(at=0, source=source),))
 
     @staticmethod
@@ -291,7 +293,7 @@ class Dataset:
             raise ConfigError("slice step must not be 0")
         for v in (start, stop, step):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
-                raise ConfigError(f"slice bounds must be ints or None, got {v!r}")
+                raise ConfigTypeError(f"slice bounds must be ints or None, got {v!r}")
         return self._then(lambda at: N.Slice(at=at, start=start, stop=stop, step=step))
 
     def shard(self, options: ShardOptions) -> "Dataset":
@@ -304,7 +306,7 @@ class Dataset:
             [[0, 2, 4], [1, 3, 5]]
         """
         if not isinstance(options, ShardOptions):
-            raise ConfigError(f"shard takes a thresher.ShardOptions, got {options!r}")
+            raise ConfigTypeError(f"shard takes a thresher.ShardOptions, got {options!r}")
         return self._then(lambda at: N.Shard(at=at, options=options))
 
     def prefetch(self, worker_count: int = 0, buffer: int = 2) -> "Dataset":
