@@ -98,6 +98,16 @@ def crash_on_5(x: int) -> int:
     return x
 
 
+def test_an_operation_error_is_chained_where_grain_reraises_it() -> None:
+    """The documented difference: Grain re-raises the user's exception, thresher wraps it
+    in a TransformError (a RuntimeError) naming the position, with the exception as cause."""
+    with pytest.raises(ValueError, match="cannot handle 5"):
+        list(grain.MapDataset.range(20).map(fail_on_5))
+    with pytest.raises(errors.TransformError, match="position 5") as info:
+        list(th.Dataset.range(20).map(fail_on_5))
+    assert isinstance(info.value.__cause__, ValueError)
+
+
 def test_real_worker_failures_are_runtime_errors() -> None:
     with pytest.raises(RuntimeError) as info:
         list(th.Dataset.range(20).map(fail_on_5).prefetch(worker_count=2))

@@ -170,7 +170,7 @@ def random_spec(r: random.Random, files: list[str] | None = None) -> dict[str, A
             continue
         options = ["map", "map", "random_map"] + ([] if endless else ["filter"])
         if not endless:
-            options += ["shuffle", "cache"] if random_access else ["shuffle"]
+            options += ["shuffle", "cache"] if random_access or not batched else ["shuffle"]
         if (random_access or not batched) and not endless:
             options += ["slice"]  # after a filter: positions, holes included (as Grain)
         if not batched and not endless:

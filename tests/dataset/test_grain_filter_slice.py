@@ -113,3 +113,9 @@ def test_empty_dataset_repeated_forever_is_empty_as_grain() -> None:
     assert len(D.source([]).repeat(None)) == len(G.source([]).repeat(None)) == 0
     assert list(D.source([]).shuffle(seed=1).repeat(None).batch(2)) == []
     assert list(D.range(0).random_map(lambda x, rng: x).shuffle(seed=2).repeat()) == []
+
+
+def test_map_after_batch_maps_whole_batches_as_grain() -> None:
+    ours = D.range(7).batch(3).map(lambda b: b.sum())
+    theirs = G.range(7).batch(3).map(lambda b: b.sum())
+    assert [_plain(x) for x in ours] == [_plain(x) for x in theirs] == [3, 12, 6]

@@ -355,7 +355,10 @@ def _cache(stage: _Stage, node: N.Cache, ctx: _Context) -> _Stage:
     if node.path is None:
         closed = _close(stage, ctx, f"{at} (in memory)")
         view = MemoryCacheView(closed.source, node.max_bytes, at)
-        return _Stage(view, f"MemoryCacheView({closed.label})")
+        cached = _Stage(view, f"MemoryCacheView({closed.label})")
+        # After a filter the cached view has holes; they are removed after it.
+        cached.record_ops, cached.steps, cached.lost = list(closed.record_ops), list(closed.steps), closed.lost
+        return cached
     index = len(ctx.stages)
     ctx.stages.append(f"stage {index}: {_stage_line(stage)}  [written once to {node.path}]")
     digest = ctx.prefix_digest(node.at) if ctx.prefix_digest is not None else "?"
