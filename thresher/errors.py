@@ -1,8 +1,14 @@
 """The exceptions thresher raises: one small hierarchy, every message says what to do.
 
-Every error derives from :class:`ThresherError`, and most also derive from the
-builtin a caller would expect (``IndexError``, ``ValueError``, ``FileNotFoundError``),
-so ``except ValueError`` keeps working for code written against other loaders.
+Every error derives from :class:`ThresherError`, and each one also derives from the
+builtin that Grain or TFDS raises for the same case, so code written against them
+(``except ValueError:``) keeps catching thresher's errors:
+
+- an invalid option or value: ``ValueError`` (``ConfigError``, ``StateError``, ``SplitError``, ...);
+- an argument of the wrong type: ``TypeError`` (``ConfigTypeError``, ``RandomAccessError``);
+- a file that is not there: ``FileNotFoundError``; any other unreadable source: ``OSError``;
+- a key out of range: ``IndexError``;
+- a failure while the pipeline runs (a worker, a user operation, a cache): ``RuntimeError``.
 
 Example:
     >>> import thresher as th
@@ -18,6 +24,7 @@ from __future__ import annotations
 __all__ = [
     "ThresherError",
     "ConfigError",
+    "ConfigTypeError",
     "SourceError",
     "SourceNotFoundError",
     "CorruptSourceError",
@@ -52,7 +59,11 @@ class ConfigError(ThresherError, ValueError):
     """An option or argument is invalid (negative batch size, shard_index >= shard_count, ...)."""
 
 
-class SourceError(ThresherError):
+class ConfigTypeError(ConfigError, TypeError):
+    """An argument has the wrong type (a seed that is not an int, ...); also a ``TypeError``."""
+
+
+class SourceError(ThresherError, OSError):
     """A data source cannot be opened or read; the message names the file."""
 
 
@@ -68,7 +79,7 @@ class RecordKeyError(ThresherError, IndexError):
     """A record key is outside ``[0, len(source))``; the message gives the key and the length."""
 
 
-class TransformError(ThresherError):
+class TransformError(ThresherError, RuntimeError):
     """A user operation raised; the message names the operation, record key and position.
 
     The original exception is chained as ``__cause__``. ``record_key`` and
@@ -129,11 +140,11 @@ class IncompleteDatasetError(SourceError):
     """
 
 
-class WorkerError(ThresherError):
+class WorkerError(ThresherError, RuntimeError):
     """A worker process died or failed; the message names the worker and its exit code."""
 
 
-class CacheError(ThresherError):
+class CacheError(ThresherError, RuntimeError):
     """A Dataset cache is past its size limit, or an on-disk cache belongs to another pipeline."""
 
 

@@ -96,7 +96,7 @@ def build(spec: dict[str, Any], worker_count: int | None = None, optimize: bool 
         if name == "shuffle":
             ds = ds.shuffle(args[0])
         elif name == "repeat":
-            ds = ds.repeat(args[0])
+            ds = ds.repeat(args[0], reseed_each_epoch=args[1] if len(args) > 1 else True)
         elif name == "map":
             ds = ds.map(MAPS[args[0]], batchable=bool(args[1]) if len(args) > 1 else False)
         elif name == "random_map":
@@ -162,19 +162,22 @@ def random_spec(r: random.Random, files: list[str] | None = None) -> dict[str, A
     else:
         src = ["range", r.randint(0, 60)]
     endless = src[0] == "mix" and all(s["steps"][-1] == ["repeat", None] for s in src[1])
-    random_access, batched, sharded, whole = True, False, False, True
+    random_access, batched, sharded, whole, rebatched = True, False, False, True, False
     steps: list[list[Any]] = []
     for _ in range(r.randint(0, 6)):
+        if rebatched:  # batches of filtered batches: only maps on them follow
+            steps.append(["map_batch", "cumsum"])
+            continue
         options = ["map", "map", "random_map"] + ([] if endless else ["filter"])
         if not endless:
-            options += ["shuffle", "cache"] if random_access else ["shuffle"]
-        if random_access and not endless:
-            options += ["slice"]
+            options += ["shuffle", "cache"] if random_access or not batched else ["shuffle"]
+        if (random_access or not batched) and not endless:
+            options += ["slice"]  # after a filter: positions, holes included (as Grain)
         if not batched and not endless:
             options += ["repeat"]
         options += ["map_batch"] if batched else ["batch", "batch"]
-        if random_access and batched and whole:
-            options += ["batch"]
+        if batched and whole:
+            options += ["batch"]  # batches of batches (of a filtered stream too)
         if not sharded:
             options.append("shard")
         op = r.choice(options)
@@ -192,9 +195,10 @@ def random_spec(r: random.Random, files: list[str] | None = None) -> dict[str, A
         elif op == "slice":
             steps.append(["slice", r.choice([None, 0, 1, 3, -5]), r.choice([None, 10, 50, -1]), r.choice([None, 1, 2, 3])])
         elif op == "repeat":
-            steps.append(["repeat", r.choice([1, 2, 3])])
+            steps.append(["repeat", r.choice([1, 2, 3]), r.random() < 0.7])
         elif op == "batch":
             drop = r.random() < 0.3
+            rebatched = batched and not random_access
             steps.append(["batch", r.randint(1, 5), drop])
             whole = whole and drop  # batches of batches need equal shapes
             batched = True
@@ -221,7 +225,13 @@ def run_fresh_many(jobs: list[dict[str, Any]]) -> list[list[str]]:
         "    it.close()\n"
         "print(json.dumps(out))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(jobs), capture_output=True, text=True,
+    return run_in_fresh_process(code, jobs)
+
+
+def run_in_fresh_process(code: str, payload: Any) -> Any:
+    """Runs ``code`` in a new Python process (cwd: the repository) with ``payload`` as JSON on
+    stdin; returns the JSON it printed last."""
+    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(payload), capture_output=True, text=True,
                           cwd=REPO, timeout=300)
     if proc.returncode != 0:
         raise AssertionError(f"fresh process failed:\n{proc.stderr[-4000:]}")

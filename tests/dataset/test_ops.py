@@ -56,14 +56,17 @@ def test_map_random_map_filter() -> None:
     assert _ints(D.range(20).random_map(lambda x, rng: x + int(rng.integers(1000)) * 100, seed=5)) != a
 
 
-def test_random_map_before_shuffle_is_fixed_after_repeat_draws_anew() -> None:
+def test_random_map_before_shuffle_draws_anew_each_epoch_unless_told_not_to() -> None:
     draw = lambda x, rng: (x, int(rng.integers(10**9)))
-    fixed = _ints(D.range(10).random_map(draw, seed=1).shuffle(seed=2).repeat(2))
-    fresh = _ints(D.range(10).shuffle(seed=2).repeat(2).random_map(draw, seed=1))
-    # random_map before the shuffle is a view: each element keeps its draw in every epoch
-    assert dict(fixed[:10]) == dict(fixed[10:])
-    # after repeat, every position draws anew
-    assert dict(fresh[:10]) != dict(fresh[10:])
+    before = _ints(D.range(10).random_map(draw, seed=1).shuffle(seed=2).repeat(2))
+    after = _ints(D.range(10).shuffle(seed=2).repeat(2).random_map(draw, seed=1))
+    fixed = _ints(D.range(10).random_map(draw, seed=1).shuffle(seed=2).repeat(2, reseed_each_epoch=False))
+    # Before or after the shuffle, a repeat epoch draws anew (Grain's reseed_each_epoch=True).
+    assert dict(before[:10]) != dict(before[10:])
+    assert dict(after[:10]) != dict(after[10:])
+    # The opt-out repeats the first epoch exactly: the same order and the same draws.
+    assert fixed[:10] == fixed[10:]
+    assert dict(fixed[:10]) == dict(before[:10])
 
 
 def test_batch_drop_remainder_and_padding() -> None:

@@ -89,7 +89,7 @@ def test_missing_file_and_empty_glob(tmp_path) -> None:
         th.sources.ArrayRecordSource(str(tmp_path / "*.array_record"))
     with pytest.raises(SourceNotFoundError, match="directory"):
         th.sources.ArrayRecordSource(str(tmp_path))
-    with pytest.raises(FileNotFoundError):  # the builtin a caller would catch
+    with pytest.raises(ValueError, match="no paths given"):  # what Grain raises for no paths
         th.sources.ArrayRecordSource([])
 
 

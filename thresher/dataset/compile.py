@@ -8,14 +8,22 @@ for as long as it can:
 - ``shuffle`` goes to the stage's sampler when nothing but maps and filters came
   before it in the stage (they commute with a permutation of positions);
 - ``repeat`` sets the stage's epochs: everything in the stage sees the repeated
-  positions, so each epoch is reshuffled and random maps draw anew (Grain's rule);
+  positions, so each epoch is reshuffled and random maps draw anew (Grain's rule,
+  ``reseed_each_epoch=True``). When the stage reads a view that changes from one
+  epoch to the next (a closed stage that shuffles or draws), epoch e reads the
+  view's epoch e (``repeat.RepeatView``), so draws before a shuffle or a slice
+  change too. ``repeat(n, reseed_each_epoch=False)`` closes the stage instead and
+  cycles its first epoch;
 - maps, random maps and filters become the stage's record operations, or its
   batch operations after the Batch.
 
 When a step cannot join the stage (a slice after a shuffle, a shuffle after a
 random map or a batch, a second batch, the components of a mix, a cache), the
 stage is *closed* into a random-access view (``views.StageView``) and becomes
-the source of the next stage. The last stage is the DataLoader that iterates;
+the source of the next stage. A stage with a filter closes into a view with
+holes (``views.HOLE`` where the filter removed an element; the next stage
+filters them out), as Grain's MapDataset does; a batch of filtered batches runs
+after the engine (``rebatch.RebatchFront``). The last stage is the DataLoader that iterates;
 views run inside its ChunkProcessor, in its worker processes when there are any.
 
 Example:
@@ -39,7 +47,9 @@ from thresher.dataset.interleave import InterleaveView
 from thresher.dataset.mix import MixSchedule, MixView
 from thresher.dataset.packing import PackView
 from thresher.dataset.padding import PaddedBatch
-from thresher.dataset.views import SliceView, StageView
+from thresher.dataset.rebatch import RebatchFront
+from thresher.dataset.repeat import RepeatView, repeated_sampler
+from thresher.dataset.views import SliceView, StageView, not_hole
 from thresher.errors import ConfigError
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.data_loader import DataLoader
@@ -108,6 +118,7 @@ class _Stage:
     lost: str | None = None  # the step that made the stage iterable-only
     steps: list[str] = field(default_factory=list)
     batched_source: bool = False  # the source's elements are batches (a closed batched stage)
+    reseed: bool = True  # each repeat epoch reads the source's own epoch (when the source changes by epoch)
 
     @property
     def bare(self) -> bool:
@@ -117,15 +128,28 @@ class _Stage:
     def endless(self) -> bool:
         return self.endless_source or self.epochs is None
 
-    def sampler(self, shard: ShardOptions | None = None) -> IndexSampler:
-        return IndexSampler(len(self.source), shuffle=self.shuffle is not None, seed=self.shuffle,
-                            num_epochs=None if self.endless_source else self.epochs, shard_options=shard)
+    @property
+    def changes_by_epoch(self) -> bool:
+        """Whether the stage run past its end (a later repeat epoch) gives other elements."""
+        random_ops = any(isinstance(op, RandomMapTransform) for op in self.record_ops + self.batch_ops)
+        varies = bool(getattr(self.source, "varies_by_epoch", False))
+        return self.shuffle is not None or random_ops or (varies and self.reseed)
+
+    def engine(self, shard: ShardOptions | None = None, *, endless: bool = False) -> tuple[Any, IndexSampler]:
+        """The source and sampler the engine runs; ``endless``: the stage without an end."""
+        epochs = None if endless or self.endless_source else self.epochs
+        if self.reseed and epochs != 1 and not self.endless_source and getattr(self.source, "varies_by_epoch", False):
+            view = RepeatView(self.source, shuffle=self.shuffle, num_epochs=epochs)
+            return view, repeated_sampler(view, self.shuffle, shard)
+        return self.source, IndexSampler(len(self.source), shuffle=self.shuffle is not None, seed=self.shuffle,
+                                         num_epochs=epochs, shard_options=shard)
 
     def operations(self) -> list[Any]:
         return self.record_ops + ([self.batch] if self.batch is not None else []) + self.batch_ops
 
-    def processor(self) -> ChunkProcessor:
-        return ChunkProcessor(self.source, self.sampler(), plan_operations(self.operations()))
+    def processor(self, *, endless: bool = False) -> ChunkProcessor:
+        source, sampler = self.engine(endless=endless)
+        return ChunkProcessor(source, sampler, plan_operations(self.operations()))
 
     def add_op(self, op: Any, step: str) -> None:
         (self.batch_ops if self.batch is not None else self.record_ops).append(op)
@@ -138,6 +162,7 @@ class Compiled:
 
     loader: CompiledLoader
     front: PackFront | None
+    rebatch: RebatchFront | None
     mix: MixView | None  # the last stage's source, when it is a mixture read in order
     endless: bool
     lost: str | None
@@ -154,6 +179,7 @@ class _Context:
         self.buffer = buffer
         self.mix_segment = mix_segment
         self.stages: list[str] = []
+        self.reseeded = False  # a stage reads the epochs of a view that changes by epoch
 
 
 def _stage_line(stage: _Stage) -> str:
@@ -166,16 +192,35 @@ def _stage_line(stage: _Stage) -> str:
     return " -> ".join(parts)
 
 
+def _holey(stage: _Stage) -> bool:
+    """Whether the stage closes into a view with holes: it filters records and does not batch them."""
+    return stage.batch is None and any(isinstance(op, FilterTransform) for op in stage.record_ops)
+
+
 def _close(stage: _Stage, ctx: _Context, why: str) -> _Stage:
-    """The stage as a random-access view, and a fresh stage reading it."""
-    if stage.lost is not None:
+    """The stage as a random-access view, and a fresh stage reading it.
+
+    A stage that filters records closes into a view with holes, and the fresh
+    stage starts by removing them (it stays iterable-only).
+    """
+    holes = stage.lost is not None and _holey(stage)
+    if stage.lost is not None and not holes:
         raise ConfigError(f"{why}: needs random access to what comes before it, but {stage.lost} made the "
-                          "dataset iterable-only (filters and packing do); move it before that step")
+                          "dataset iterable-only (a filter before a batch, or packing); move it before that step")
     index = len(ctx.stages)
     ctx.stages.append(f"stage {index}: {_stage_line(stage)}")
-    view = StageView(stage.processor(), f"stage {index}")
-    return _Stage(view, f"StageView(stage {index})", endless_source=stage.endless,
-                  batched_source=stage.batch is not None or stage.batched_source)
+    processor = stage.processor()
+    extends = stage.changes_by_epoch and not stage.endless and len(stage.source) > 0
+    epochs = stage.processor(endless=True) if extends else None
+    ctx.reseeded = ctx.reseeded or isinstance(processor.source, RepeatView)
+    view = StageView(processor, f"stage {index}", epochs_processor=epochs, holes=holes)
+    fresh = _Stage(view, f"StageView(stage {index})", endless_source=stage.endless,
+                   batched_source=stage.batch is not None or stage.batched_source)
+    if holes:
+        fresh.record_ops.append(FilterTransform(not_hole))
+        fresh.steps.append("filter(holes)")
+        fresh.lost = stage.lost
+    return fresh
 
 
 def _random_seed(node: N.RandomMap, ctx: _Context) -> int:
@@ -190,13 +235,14 @@ def component_view(dataset: Any, ctx: _Context, index: int, what: str) -> tuple[
             raise ConfigError(f"{what} component {index} has a shard(): shard the {what} instead")
     sub = _Context(salt=derive_seed(ctx.salt, index, 0x434F4D50), prefix_digest=dataset.prefix_digest,
                    worker_count=ctx.worker_count, buffer=ctx.buffer)
-    stage, _, front = _build(nodes, sub)
+    stage, _, front, _ = _build(nodes, sub)
     if front is not None:
         raise ConfigError(f"{what} component {index} is packed; pack the {what} instead")
     if stage.lost is not None:
         raise ConfigError(f"{what} component {index} is iterable-only ({stage.lost}); {what} needs random-access "
                           f"components: filter after the {what}")
     closed = _close(stage, sub, f"{what} component {index}")
+    ctx.reseeded = ctx.reseeded or sub.reseeded
     ctx.stages.extend(f"  {what}[{index}] {line}" for line in sub.stages)
     n = len(closed.source)
     return closed.source, None if closed.endless_source else n
@@ -252,8 +298,14 @@ def _step(stage: _Stage, node: N.Node, ctx: _Context) -> _Stage:
                               "drop_remainder")
         if stage.endless:
             raise ConfigError(f"{at}: the dataset already repeats forever")
-        if len(stage.source) == 0 and node.num_epochs is None:
-            raise ConfigError(f"{at}: cannot repeat an empty dataset forever")
+        if len(stage.source) == 0:
+            return stage  # an empty dataset repeated (even forever) is empty, as in Grain
+        if not node.reseed_each_epoch or not stage.reseed:
+            # Cycling the first epoch of what came before: close it, unless it is the
+            # bare source. A reseeding repeat after a cycling one closes that one too.
+            if not stage.bare:
+                stage = _close(stage, ctx, at)
+            stage.reseed = node.reseed_each_epoch
         stage.epochs = None if node.num_epochs is None else stage.epochs * node.num_epochs  # type: ignore[operator]
         return stage
     if isinstance(node, N.Slice):
@@ -261,9 +313,13 @@ def _step(stage: _Stage, node: N.Node, ctx: _Context) -> _Stage:
             raise ConfigError(f"{at}: cannot slice an endless dataset; slice before repeat()")
         if not stage.bare:
             stage = _close(stage, ctx, at)
-        view = SliceView(stage.source, node.indices(len(stage.source)))
         r = node.indices(len(stage.source))
-        return _Stage(view, f"SliceView({stage.label})[{r.start}:{r.stop}:{r.step}]")
+        sliced = _Stage(SliceView(stage.source, r), f"SliceView({stage.label})[{r.start}:{r.stop}:{r.step}]",
+                        reseed=stage.reseed)
+        # A closed filtering stage has holes: the slice takes positions, holes included
+        # (as Grain's MapDataset.slice after filter), and the holes are removed after it.
+        sliced.record_ops, sliced.steps, sliced.lost = list(stage.record_ops), list(stage.steps), stage.lost
+        return sliced
     if isinstance(node, N.Map):
         stage.add_op(MapTransform(fused_map(node.fns)), node.describe())
         return stage
@@ -299,13 +355,18 @@ def _cache(stage: _Stage, node: N.Cache, ctx: _Context) -> _Stage:
     if node.path is None:
         closed = _close(stage, ctx, f"{at} (in memory)")
         view = MemoryCacheView(closed.source, node.max_bytes, at)
-        return _Stage(view, f"MemoryCacheView({closed.label})")
+        cached = _Stage(view, f"MemoryCacheView({closed.label})")
+        # After a filter the cached view has holes; they are removed after it.
+        cached.record_ops, cached.steps, cached.lost = list(closed.record_ops), list(closed.steps), closed.lost
+        return cached
     index = len(ctx.stages)
     ctx.stages.append(f"stage {index}: {_stage_line(stage)}  [written once to {node.path}]")
     digest = ctx.prefix_digest(node.at) if ctx.prefix_digest is not None else "?"
 
     def elements() -> Any:
-        loader = DataLoader(stage.source, stage.sampler(), stage.operations(), worker_count=ctx.worker_count)
+        source, sampler = stage.engine()
+        ctx.reseeded = ctx.reseeded or isinstance(source, RepeatView)
+        loader = DataLoader(source, sampler, stage.operations(), worker_count=ctx.worker_count)
         with iter(loader) as it:
             yield from it
 
@@ -313,10 +374,12 @@ def _cache(stage: _Stage, node: N.Cache, ctx: _Context) -> _Stage:
     return _Stage(disk, f"DiskCacheView({node.path!r})")
 
 
-def _build(nodes: Sequence[N.Node], ctx: _Context) -> tuple[_Stage, ShardOptions | None, PackFront | None]:
+def _build(nodes: Sequence[N.Node], ctx: _Context) -> tuple[_Stage, ShardOptions | None, PackFront | None,
+                                                            RebatchFront | None]:
     stage = _start(nodes[0], ctx)
     shard: ShardOptions | None = None
     front: PackFront | None = None
+    rebatch: RebatchFront | None = None
     for node in nodes[1:]:
         if isinstance(node, N.Shard):
             if shard is not None:
@@ -328,18 +391,28 @@ def _build(nodes: Sequence[N.Node], ctx: _Context) -> tuple[_Stage, ShardOptions
         if front is not None:
             _after_pack(front, node)
             continue
+        if rebatch is not None:
+            rebatch.add(node)
+            continue
+        if isinstance(node, N.BatchNode) and stage.batch is not None and stage.lost is not None:
+            # Batches of a filtered stream's batches: not random access, so they are
+            # formed after the engine, from consecutive batches of its stream.
+            rebatch = RebatchFront.of(node)
+            continue
         if isinstance(node, N.Pack):
             if stage.batch is not None:
                 raise ConfigError(f"pack at step {node.at} packs records, not batches: put pack before batch")
             index = len(ctx.stages)
             ctx.stages.append(f"stage {index}: {_stage_line(stage)}  [packed by windows of {node.window}]")
-            view = PackView(stage.processor(), node.seq_len, node.window, node.truncate)
+            processor = stage.processor()
+            ctx.reseeded = ctx.reseeded or isinstance(processor.source, RepeatView)
+            view = PackView(processor, node.seq_len, node.window, node.truncate)
             stage = _Stage(view, f"PackView(stage {index}, seq_len={node.seq_len})",
                            endless_source=stage.endless, lost=f"pack at step {node.at}")
             front = PackFront(node.seq_len)
             continue
         stage = _step(stage, node, ctx)
-    return stage, shard, front
+    return stage, shard, front, rebatch
 
 
 def _after_pack(front: PackFront, node: N.Node) -> None:
@@ -373,15 +446,21 @@ def compile_chain(nodes: Sequence[N.Node], *, chain_digest: str, prefix_digest: 
     buffer = prefetch[-1].buffer if prefetch else None
     ctx = _Context(salt=0, prefix_digest=prefix_digest, worker_count=worker_count, buffer=buffer,
                    mix_segment=mix_segment)
-    stage, shard, front = _build(nodes, ctx)
+    stage, shard, front, rebatch = _build(nodes, ctx)
     ctx.stages.append(f"stage {len(ctx.stages)}: {_stage_line(stage)}"
                       + (f" -> {front.batch!r}" if front is not None and front.batch is not None else "")
-                      + "".join(f" -> map_batch({N.fn_name(f)})" for f in (front.batch_fns if front else [])))
-    loader = CompiledLoader(stage.source, stage.sampler(shard), stage.operations(), chain_digest=chain_digest,
+                      + "".join(f" -> map_batch({N.fn_name(f)})" for f in (front.batch_fns if front else []))
+                      + (f" -> then {rebatch.describe()}" if rebatch is not None else ""))
+    source, sampler = stage.engine(shard)
+    if ctx.reseeded or isinstance(source, RepeatView):
+        # The stream differs from what a thresher that reused the first epoch's draws
+        # gave: a state saved by one must not restore into the other.
+        chain_digest = f"{chain_digest}+reseed"
+    loader = CompiledLoader(source, sampler, stage.operations(), chain_digest=chain_digest,
                             worker_count=worker_count, buffer=buffer,
                             chunk_size=_PACK_CHUNK_WINDOWS if front is not None else None)
     in_order = stage.shuffle is None and (stage.epochs == 1 or stage.endless_source)
     mix = stage.source if isinstance(stage.source, MixView) and in_order else None
     endless = stage.endless
-    return Compiled(loader, front, mix, endless, stage.lost, ctx.stages, tuple(nodes))
+    return Compiled(loader, front, rebatch, mix, endless, stage.lost, ctx.stages, tuple(nodes))
 

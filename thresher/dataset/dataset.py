@@ -38,9 +38,10 @@ from thresher.dataset import nodes as N
 from thresher.dataset.compile import Compiled, compile_chain
 from thresher.dataset.iterator import DatasetIterator, PackIterator
 from thresher.dataset.optimize import explain_text, optimize
+from thresher.dataset.rebatch_iterator import RebatchIterator
 from thresher.dataset.padding import _check_pad_to
 from thresher.dataset.views import StageView
-from thresher.errors import ConfigError, RandomAccessError
+from thresher.errors import ConfigError, ConfigTypeError, RandomAccessError
 from thresher.loader.data_loader import DataLoader
 from thresher.randomness.seeds import check_seed
 from thresher.samplers.sharding import ShardOptions
@@ -52,14 +53,16 @@ __all__ = ["Dataset"]
 
 
 def _positive_int(value: Any, what: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ConfigTypeError(f"{what} must be an int >= {minimum}, got {value!r}")
+    if value < minimum:
         raise ConfigError(f"{what} must be an int >= {minimum}, got {value!r}")
     return int(value)
 
 
 def _callable(fn: Any, what: str) -> None:
     if not callable(fn):
-        raise ConfigError(f"{what} takes a function, got {fn!r}")
+        raise ConfigTypeError(f"{what} takes a function, got {fn!r}")
 
 
 class Dataset:
@@ -94,7 +97,7 @@ class Dataset:
         if isinstance(source, (list, tuple, np.ndarray)):
             source = InMemoryDataSource(source)  # type: ignore[arg-type]
         if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
-            raise ConfigError(f"Dataset.source needs a random-access source (__len__, __getitem__); got {source!r}")
+            raise ConfigTypeError(f"Dataset.source needs a random-access source (__len__, __getitem__); got {source!r}")
         return Dataset((N.Source(at=0, source=source),))
 
     @staticmethod
@@ -183,19 +186,31 @@ class Dataset:
         s = check_seed(seed, "shuffle seed")
         return self._then(lambda at: N.Shuffle(at=at, seed=s))
 
-    def repeat(self, num_epochs: int | None = None) -> "Dataset":
-        """Repeats ``num_epochs`` times (None: forever). Each epoch is reshuffled and
-        random maps draw anew (everything since the last stage boundary sees the
-        repeated positions). Put it before ``batch``.
+    def repeat(self, num_epochs: int | None = None, *, reseed_each_epoch: bool = True) -> "Dataset":
+        """Repeats ``num_epochs`` times (None: forever). Put it before ``batch``.
+
+        With ``reseed_each_epoch=True`` (the default, as in Grain) every epoch is a
+        new draw of everything before the repeat: shuffles are reshuffled and random
+        maps draw anew, also before a shuffle or a slice. Epoch e's draws are a pure
+        function of the position in the repeated stream, so they are the same for
+        every worker count and after a restart. ``reseed_each_epoch=False`` repeats
+        the first epoch exactly: the same order and the same draws every epoch.
+        An empty dataset repeated (even forever) is empty.
 
         Example:
             >>> import thresher as th
-            >>> ds = th.Dataset.range(3).shuffle(seed=1).repeat(2)
-            >>> len(ds), sorted(ds)
-            (6, [0, 0, 1, 1, 2, 2])
+            >>> ds = th.Dataset.range(3).random_map(lambda x, rng: int(rng.integers(1000)), seed=1)
+            >>> first, second = list(ds.shuffle(seed=2).repeat(2))[:3], list(ds.shuffle(seed=2).repeat(2))[3:]
+            >>> sorted(first) != sorted(second)
+            True
+            >>> same = list(ds.shuffle(seed=2).repeat(2, reseed_each_epoch=False))
+            >>> same[:3] == same[3:]
+            True
         """
         n = None if num_epochs is None else _positive_int(num_epochs, "repeat num_epochs")
-        return self._then(lambda at: N.Repeat(at=at, num_epochs=n))
+        if not isinstance(reseed_each_epoch, bool):
+            raise ConfigTypeError(f"repeat reseed_each_epoch must be a bool, got {reseed_each_epoch!r}")
+        return self._then(lambda at: N.Repeat(at=at, num_epochs=n, reseed_each_epoch=reseed_each_epoch))
 
     def map(self, fn: Callable[[Any], Any], *, batchable: bool = False) -> "Dataset":
         """Applies ``fn`` to every element (to every batch after ``batch``).
@@ -278,7 +293,7 @@ class Dataset:
             raise ConfigError("slice step must not be 0")
         for v in (start, stop, step):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
-                raise ConfigError(f"slice bounds must be ints or None, got {v!r}")
+                raise ConfigTypeError(f"slice bounds must be ints or None, got {v!r}")
         return self._then(lambda at: N.Slice(at=at, start=start, stop=stop, step=step))
 
     def shard(self, options: ShardOptions) -> "Dataset":
@@ -291,7 +306,7 @@ class Dataset:
             [[0, 2, 4], [1, 3, 5]]
         """
         if not isinstance(options, ShardOptions):
-            raise ConfigError(f"shard takes a thresher.ShardOptions, got {options!r}")
+            raise ConfigTypeError(f"shard takes a thresher.ShardOptions, got {options!r}")
         return self._then(lambda at: N.Shard(at=at, options=options))
 
     def prefetch(self, worker_count: int = 0, buffer: int = 2) -> "Dataset":
@@ -384,25 +399,29 @@ class Dataset:
     def fingerprint(self) -> str:
         """A digest of what defines the stream (the chain as written, without shard
         and prefetch); it is the state's ``stream['operations']``."""
-        return self.prefix_digest(len(self._nodes))
+        return self._compiled.loader.chain_digest
 
     # -- compiling ------------------------------------------------------------------------
     def compile(self, *, mix_segment: tuple[int, list[int]] | None = None) -> Compiled:
         """Optimises and compiles the chain onto the engine (cached)."""
         if mix_segment is None:
             return self._compiled
-        return compile_chain(self.optimized_nodes(), chain_digest=self.fingerprint(),
+        return compile_chain(self.optimized_nodes(), chain_digest=self.prefix_digest(len(self._nodes)),
                              prefix_digest=self.prefix_digest, mix_segment=mix_segment)
 
     @cached_property
     def _compiled(self) -> Compiled:
-        return compile_chain(self.optimized_nodes(), chain_digest=self.fingerprint(), prefix_digest=self.prefix_digest)
+        return compile_chain(self.optimized_nodes(), chain_digest=self.prefix_digest(len(self._nodes)),
+                             prefix_digest=self.prefix_digest)
 
     def to_data_loader(self) -> DataLoader:
         """The engine DataLoader this dataset compiles to (not for packed datasets)."""
         c = self._compiled
         if c.front is not None:
             raise ConfigError("a packed dataset is the engine's stream of windows plus a flattening step; "
+                              "iterate the Dataset itself")
+        if c.rebatch is not None:
+            raise ConfigError("batches of a filtered stream's batches are formed after the engine; "
                               "iterate the Dataset itself")
         return c.loader
 
@@ -434,6 +453,8 @@ class Dataset:
     # -- iteration and random access ------------------------------------------------------------
     def __iter__(self) -> DatasetIterator:
         c = self._compiled
+        if c.rebatch is not None:
+            return RebatchIterator(self, c)
         return PackIterator(self, c) if c.front is not None else DatasetIterator(self, c)
 
     def _no_random_access(self, what: str) -> None:

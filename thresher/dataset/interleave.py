@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from thresher.dataset.views import read_extended
 from thresher.errors import ConfigError
 from thresher.sources.protocol import check_key, read_many
 
@@ -165,11 +166,30 @@ class InterleaveView:
     def __getitems__(self, keys: Sequence[int]) -> list[Any]:
         for k in (min(keys), max(keys)) if len(keys) else ():
             check_key(k, self._len, repr(self))
-        ds, idx = self.locate_many(np.asarray(keys, dtype=np.int64))
+        return self._read(np.asarray(keys, dtype=np.int64), None)
+
+    @property
+    def varies_by_epoch(self) -> bool:
+        """Whether a component changes from one repeat epoch to the next."""
+        return any(getattr(c, "varies_by_epoch", False) for c in self._components)
+
+    def read_extended(self, keys: Sequence[int]) -> list[Any]:
+        """Reads keys ``e * len(self) + k``: element k in repeat epoch e, which reads
+        each component's epoch e (see ``views.read_extended``)."""
+        epochs, k = np.divmod(np.asarray(keys, dtype=np.int64), self._len)
+        return self._read(k, epochs)
+
+    def _read(self, keys: np.ndarray, epochs: np.ndarray | None) -> list[Any]:
+        ds, idx = self.locate_many(keys)
         out: list[Any] = [None] * len(keys)
         for d in np.unique(ds).tolist():
             where = np.flatnonzero(ds == d)
-            for i, element in zip(where.tolist(), read_many(self._components[d], idx[where].tolist())):
+            component = self._components[d]
+            if epochs is None:
+                elements = read_many(component, idx[where].tolist())
+            else:
+                elements = read_extended(component, (epochs[where] * len(component) + idx[where]).tolist())
+            for i, element in zip(where.tolist(), elements):
                 out[i] = element
         return out
 

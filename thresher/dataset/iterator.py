@@ -33,7 +33,8 @@ import numpy as np
 from thresher.dataset.compile import Compiled
 from thresher.dataset.mix import MixSchedule
 from thresher.dataset.packing import PackedBlock, PackingStats
-from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError, TransformError
+from thresher.dataset.rebatch import run_batch_maps
+from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.state_types import Extensions, LoaderState, MixSegment
 from thresher.loader.profiling.stats import LoaderStats
@@ -241,13 +242,7 @@ class PackIterator(DatasetIterator):
             out: Any = {name: block.rows[name][lo:hi] for name in names}
         else:
             out = {name: np.concatenate([b.rows[name][lo:hi] for b, lo, hi in parts]) for name in names}
-        for fn in self._front.batch_fns:
-            try:
-                out = fn(out)
-            except Exception as e:
-                raise TransformError(f"map on packed batches ({getattr(fn, '__qualname__', fn)!r}) failed: "
-                                     f"{type(e).__name__}: {e}") from e
-        return out
+        return run_batch_maps(self._front.batch_fns, out, "map on packed batches")
 
     def get_state(self) -> dict[str, Any]:
         if self._block is not None and self._row < self._block.num_rows:

@@ -108,9 +108,12 @@ class Shuffle(Node):
 @dataclass(frozen=True)
 class Repeat(Node):
     num_epochs: int | None = None
+    reseed_each_epoch: bool = True
 
     def describe(self) -> str:
-        return f"repeat({self.num_epochs})"
+        if self.reseed_each_epoch:
+            return f"repeat({self.num_epochs})"
+        return f"repeat({self.num_epochs}, reseed_each_epoch=False)"
 
 
 @dataclass(frozen=True)

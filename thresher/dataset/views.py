@@ -32,7 +32,7 @@ from thresher.loader.iterator import apply_batch_ops
 from thresher.sources.protocol import check_key, read_many
 from thresher.transforms.random_map import RecordRng
 
-__all__ = ["ENDLESS", "SliceView", "StageView", "view_length"]
+__all__ = ["ENDLESS", "HOLE", "SliceView", "StageView", "not_hole", "read_extended", "view_length"]
 
 # The length an endless view reports, so that an engine sampler can read it; the
 # Dataset knows it is endless and never reports it as a length.
@@ -51,20 +51,63 @@ def view_length(source: Any) -> int | None:
     return None if n >= ENDLESS else n
 
 
+class _Hole:
+    """The element of a random-access view at a position a filter removed."""
+
+    def __repr__(self) -> str:
+        return "HOLE"
+
+    def __reduce__(self) -> str:
+        return "HOLE"
+
+
+HOLE = _Hole()
+
+
+def not_hole(element: Any) -> bool:
+    """The filter that removes a view's holes (a module function, so it pickles by name)."""
+    return element is not HOLE
+
+
+def read_extended(source: Any, keys: Sequence[int]) -> list[Any]:
+    """Reads *extended* keys ``e * len(source) + k``: key k as it is in repeat epoch e.
+
+    A view whose elements change from one repeat epoch to the next (its stage
+    shuffles or draws random numbers) says so with ``varies_by_epoch`` and reads
+    them with ``read_extended``; any other source is the same in every epoch.
+
+    Example:
+        >>> from thresher.dataset.views import read_extended
+        >>> read_extended(["a", "b", "c"], [1, 4, 8])
+        ['b', 'b', 'c']
+    """
+    if getattr(source, "varies_by_epoch", False):
+        return source.read_extended(keys)
+    n = len(source)
+    return read_many(source, [int(k) % n for k in keys])
+
+
 class StageView:
     """Element (or batch) ``i`` of a stage, by random access.
 
     Args:
-        processor: the stage's engine processor (source, sampler, operations). It
-            must have no Filter (random access needs one element per position).
+        processor: the stage's engine processor (source, sampler, operations).
         label: what to call the view in error messages.
+        epochs_processor: the same stage without an end, when the stage changes from
+            one repeat epoch to the next (a shuffle, a random map, or a source that
+            changes): epoch e of the view is positions ``[e*L, (e+1)*L)`` of it.
+        holes: the stage has a Filter; a removed element reads as ``HOLE`` (the
+            next stage filters holes out, as Grain's MapDataset does).
 
     With a Batch, key ``i`` is the batch of positions ``[i*b, (i+1)*b)``, the very
     batch the engine's iterator forms (operations after the Batch included).
     """
 
-    def __init__(self, processor: ChunkProcessor, label: str = "stage") -> None:
+    def __init__(self, processor: ChunkProcessor, label: str = "stage", *,
+                 epochs_processor: ChunkProcessor | None = None, holes: bool = False) -> None:
         self._processor = processor
+        self._epochs_processor = epochs_processor
+        self._holes = holes
         self._plan = processor.plan
         self._label = label
         self._positions = processor.sampler.local_length
@@ -88,6 +131,11 @@ class StageView:
     def processor(self) -> ChunkProcessor:
         return self._processor
 
+    @property
+    def varies_by_epoch(self) -> bool:
+        """Whether a repeat epoch other than the first has other elements."""
+        return self._epochs_processor is not None
+
     def __len__(self) -> int:
         return self._len
 
@@ -101,21 +149,38 @@ class StageView:
         lo, hi = int(k.min()), int(k.max())
         if lo < 0 or hi >= self._len:
             check_key(lo if lo < 0 else hi, self._len, self._label)
-        if self._plan.batch is None:
-            chunk = self._processor.process(k)
-            if len(chunk.elements) != len(k):  # cannot happen: views are built without filters
-                raise RecordKeyError(f"{self._label}: a filter removed elements of a random-access view")
-            return chunk.elements
-        return self._batches(k)
+        return self._read(self._processor, k, np.zeros_like(k))
 
-    def _batches(self, keys: np.ndarray) -> list[Any]:
+    def read_extended(self, keys: Sequence[int]) -> list[Any]:
+        """Reads keys ``e * len(self) + k``: key k in repeat epoch e (see ``read_extended``)."""
+        if not len(keys):
+            return []
+        epochs, k = np.divmod(np.asarray(keys, dtype=np.int64), self._len)
+        proc = self._epochs_processor
+        if proc is None or not bool(epochs.any()):
+            return self._read(self._processor, k, np.zeros_like(k))
+        assert self._positions is not None  # an endless view has one epoch
+        return self._read(proc, k, epochs * self._positions)
+
+    def _read(self, proc: ChunkProcessor, keys: np.ndarray, offsets: np.ndarray) -> list[Any]:
+        if self._plan.batch is None:
+            positions = keys + offsets
+            chunk = proc.process(positions)
+            if len(chunk.elements) == len(positions):
+                return chunk.elements
+            if not self._holes:  # cannot happen: views without holes are built without filters
+                raise RecordKeyError(f"{self._label}: a filter removed elements of a random-access view")
+            return _with_holes(positions, chunk.positions, chunk.elements)
+        return self._batches(proc, keys, offsets)
+
+    def _batches(self, proc: ChunkProcessor, keys: np.ndarray, offsets: np.ndarray) -> list[Any]:
         b, n = self._batch_size, self._positions
         starts = keys * b
         stops = starts + b if n is None else np.minimum(starts + b, n)
         counts = (stops - starts).tolist()
-        positions = np.concatenate([np.arange(s, e, dtype=np.int64) for s, e in zip(starts.tolist(),
-                                                                                    stops.tolist())])
-        chunk = self._processor.process(positions)
+        starts = starts + offsets
+        positions = np.concatenate([np.arange(s, s + c, dtype=np.int64) for s, c in zip(starts.tolist(), counts)])
+        chunk = proc.process(positions)
         plan, batch = self._plan, self._plan.batch
         assert batch is not None
         if self._rng is None:
@@ -127,7 +192,7 @@ class StageView:
             stacked = batch.stack(chunk.elements[i:i + c], pos[i:i + c])
             i += c
             if plan.batch_ops:
-                stacked, keep = apply_batch_ops(plan, self._processor.sampler, stacked, first, first + c, self._rng)
+                stacked, keep = apply_batch_ops(plan, proc.sampler, stacked, first, first + c, self._rng)
                 if not keep:
                     raise RecordKeyError(f"{self._label}: a batch-level filter removed batch {first // b} of a "
                                          "random-access view")
@@ -138,12 +203,39 @@ class StageView:
         return f"StageView({self._label}, len={'endless' if self._len == ENDLESS else self._len})"
 
 
+def _with_holes(positions: np.ndarray, kept: np.ndarray, elements: list[Any]) -> list[Any]:
+    """The elements of ``positions`` with HOLE where a filter removed one (``kept`` is in order)."""
+    out: list[Any] = []
+    j, kept_list = 0, kept.tolist()
+    for p in positions.tolist():
+        # A position asked for twice is kept or removed both times: the filter is pure.
+        if j < len(kept_list) and kept_list[j] == p:
+            out.append(elements[j])
+            j += 1
+        else:
+            out.append(HOLE)
+    return out
+
+
 class SliceView:
     """Keys ``0..len(indices)-1`` of ``inner`` taken at ``indices`` (a range)."""
 
     def __init__(self, inner: Any, indices: range) -> None:
         self._inner = inner
         self._indices = indices
+
+    @property
+    def varies_by_epoch(self) -> bool:
+        return bool(getattr(self._inner, "varies_by_epoch", False))
+
+    def read_extended(self, keys: Sequence[int]) -> list[Any]:
+        """Reads keys ``e * len(self) + k``: key k in repeat epoch e (see ``read_extended``)."""
+        r, n, m = self._indices, len(self._indices), len(self._inner)
+        mapped = []
+        for x in keys:
+            e, k = divmod(int(x), n)
+            mapped.append(e * m + r.start + k * r.step)
+        return read_extended(self._inner, mapped)
 
     def __len__(self) -> int:
         return len(self._indices)

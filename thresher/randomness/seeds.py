@@ -34,11 +34,12 @@ _U_M2 = np.uint64(_M2)
 
 
 def check_seed(seed: object, what: str = "seed") -> int:
-    """Returns ``seed`` as an int in [0, 2**64), or raises ConfigError."""
-    from thresher.errors import ConfigError
+    """Returns ``seed`` as an int in [0, 2**64); raises ConfigTypeError (also a TypeError, as
+    in Grain) for a seed that is not an int, ConfigError for one out of range."""
+    from thresher.errors import ConfigError, ConfigTypeError
 
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ConfigError(f"{what} must be an int in [0, 2**64), got {seed!r}")
+        raise ConfigTypeError(f"{what} must be an int in [0, 2**64), got {seed!r}")
     s = int(seed)
     if not 0 <= s <= MASK64:
         raise ConfigError(f"{what} must be in [0, 2**64), got {s}")

@@ -86,6 +86,16 @@ class ShardByJaxProcess(ShardOptions):
     jax is imported only when this is created. Call it after
     ``jax.distributed.initialize()``.
 
+    **``drop_remainder`` defaults to True here; Grain's ``ShardByJaxProcess``
+    defaults to False.** With False, when the stream does not split evenly, some
+    processes get one block more than others, so they run one step more; in a
+    multi-host JAX job that step waits on a collective the other processes never
+    join, and the job hangs at the end of the epoch. True drops the trailing
+    partial round (at most ``shard_count * block_size - 1`` positions at the end of the
+    global stream) so every process has the same number of steps. Pass
+    ``drop_remainder=False`` to keep every record (``thresher.grain`` does, for
+    Grain's default), e.g. for evaluation that gathers results per process.
+
     Example:
         >>> from thresher.samplers import ShardByJaxProcess
         >>> opts = ShardByJaxProcess(drop_remainder=True)   # doctest: +SKIP

@@ -18,7 +18,7 @@ from typing import Any, Sequence, Union
 
 import numpy as np
 
-from thresher.errors import CorruptSourceError, SourceError, SourceNotFoundError
+from thresher.errors import ConfigError, CorruptSourceError, SourceError, SourceNotFoundError
 from thresher.sources.protocol import check_key, check_keys
 
 __all__ = ["ArrayRecordSource", "resolve_paths"]
@@ -37,11 +37,12 @@ def _reader_class() -> Any:
 def resolve_paths(paths: PathLike | Sequence[PathLike]) -> list[str]:
     """Expands a path, a glob, or a list of them into a sorted-per-glob list of files.
 
-    Raises SourceNotFoundError naming the path or pattern that matched nothing.
+    Raises SourceNotFoundError naming the path or pattern that matched nothing, and
+    ConfigError (a ValueError, as in Grain) when no path is given at all.
     """
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:
-        raise SourceNotFoundError("no paths given: pass a file path, a glob or a list of them")
+        raise ConfigError("ArrayRecordSource: no paths given: pass a file path, a glob or a list of them")
     out: list[str] = []
     for item in items:
         p = os.fspath(item)
