@@ -19,7 +19,7 @@ import pytest
 
 import thresher as th
 from thresher import errors
-from thresher.loader.remote_errors import describe_exception, rebuild_exception
+from thresher.loader.pool.remote_errors import describe_exception, rebuild_exception
 
 # The builtins a caller may catch, and which of them each thresher error is.
 BUILTINS = (ValueError, TypeError, OSError, FileNotFoundError, IndexError, RuntimeError)
