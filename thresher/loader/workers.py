@@ -17,7 +17,7 @@ fewer when the first chunk shows that ``W * 2`` chunks would not fit the budget
 Each message carries the worker's stage times for its chunk; the producer adds them,
 and its own waiting and transfer times, to the iterator's StatsRecorder.
 
-Failure and shutdown (DESIGN.md, invariants 6 and 7):
+Failure and shutdown (docs/architecture.md, invariants 6 and 7):
 
 - the main process waits on the worker's socket *and* every worker's process
   sentinel, so a worker that dies (SIGKILL, os._exit, a segfault, the OOM killer)
