@@ -131,6 +131,7 @@ class DataLoader:
         #: What ``worker_count="auto"`` chose (set by the first iterator), else None.
         self.autotune_report: AutotuneReport | None = None
         if worker_count != 0:
+            from thresher.loader.main_module import unimportable_main
             from thresher.loader.workers import make_worker_spec, prestart
 
             try:
@@ -139,7 +140,9 @@ class DataLoader:
                 if worker_count != "auto":
                     raise
                 self._unusable = str(e).split(". ")[0]
-            if self._worker_spec is not None:
+            if worker_count == "auto" and self._unusable is None and unimportable_main() is not None:
+                self._unusable = "the main module was read from standard input: workers cannot import it"
+            if self._worker_spec is not None and self._unusable is None:
                 prestart()
 
     @cached_property
