@@ -45,10 +45,7 @@ def main_script() -> str | None:
     path = getattr(main, "__file__", None)
     if not isinstance(path, str):
         return None  # an interactive session, ``python -c``, a notebook: nothing is re-imported
-    from multiprocessing import process
-
-    base = process.ORIGINAL_DIR or os.getcwd()
-    return os.path.normpath(os.path.join(base, path))
+    return os.path.abspath(path)  # absolute already for ``python script.py`` (Python >= 3.9)
 
 
 def missing_guard() -> bool:
