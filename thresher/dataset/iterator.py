@@ -24,6 +24,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -51,9 +53,17 @@ def _mix_state(state: Mapping[str, Any]) -> dict[str, Any] | None:
     mix = extra.get("mix")
     if mix is None:
         return None
-    if not (isinstance(mix, dict) and isinstance(mix.get("weights"), list) and isinstance(mix.get("origin"), int)
-            and isinstance(mix.get("offsets"), list) and all(isinstance(x, int) for x in mix["offsets"])):
-        raise InvalidStateError(f"state['dataset']['mix'] is malformed: {mix!r}")
+    def count(x: Any) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+    def weight(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+    if not (isinstance(mix, dict) and isinstance(mix.get("weights"), list) and count(mix.get("origin"))
+            and isinstance(mix.get("offsets"), list) and all(map(count, mix["offsets"]))
+            and all(map(weight, mix["weights"])) and len(mix["weights"]) == len(mix["offsets"])):
+        raise InvalidStateError(f"state['dataset']['mix'] is malformed: {mix!r}; expected weights (numbers "
+                                ">= 0), an origin and offsets (ints >= 0), one weight and offset per component")
     return mix
 
 

@@ -22,6 +22,7 @@ STATE_VERSION = 1
 _STREAM_FIELDS = ("num_records", "shuffle", "seed", "num_epochs", "operations")
 _SLOWEST = "slowest_of"  # set by slowest_state: the number of states merged
 _SLOWEST_GLOBAL = "slowest_global_position"
+_MAX_POSITION = 2**62  # positions and record indices are 64-bit integers; leave room for arithmetic
 _GEOMETRY_FIELDS = ("shard_index", "shard_count", "block_size", "batch_size", "drop_remainder", "aligned")
 
 
@@ -112,8 +113,8 @@ def _check_shape(state: Any) -> None:
         raise InvalidStateError(f"state version {version} is not supported (this thresher reads version "
                                 f"{STATE_VERSION})")
     position = _require(state, "position", (int,))
-    if position < 0:
-        raise InvalidStateError(f"state['position'] must be >= 0, got {position}")
+    if not 0 <= position < _MAX_POSITION:
+        raise InvalidStateError(f"state['position'] must be in [0, 2**62) (positions are 64-bit), got {position}")
     _require(state, "fingerprint", (str,))
     stream = _require(state, "stream", (dict,))
     geometry = _require(state, "geometry", (dict,))
@@ -134,8 +135,8 @@ def _check_shape(state: Any) -> None:
             raise InvalidStateError(f"state[{_SLOWEST!r}] is {merged} but the state has shard_count "
                                     f"{geometry['shard_count']}")
         g = _require(state, _SLOWEST_GLOBAL, (int,))
-        if g < 0:
-            raise InvalidStateError(f"state[{_SLOWEST_GLOBAL!r}] must be >= 0, got {g}")
+        if not 0 <= g < _MAX_POSITION:
+            raise InvalidStateError(f"state[{_SLOWEST_GLOBAL!r}] must be in [0, 2**62), got {g}")
     if fingerprint(stream) != state["fingerprint"]:
         raise InvalidStateError("state['fingerprint'] does not match state['stream']: the state was edited "
                                 "or corrupted")
