@@ -2,8 +2,9 @@
 
 The parent polls the child's process tree (the child and any worker processes)
 every 50 ms with psutil and keeps the peak of the summed RSS; the child also
-reports its own peak (VmHWM). Processes of the run still alive after the
-child exits are counted (``leftover_processes``) and terminated by pid.
+reports its own peak (VmHWM). Processes of the run still alive 3 s after the
+child exits (its fork server needs a moment to notice) are counted
+(``leftover_processes``) and terminated by pid.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import psutil
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SETTLE_S = 3.0
 
 
 def _tree(proc: psutil.Process) -> list[psutil.Process]:
@@ -52,6 +54,19 @@ def _terminate(procs: list[psutil.Process]) -> None:
             pass
 
 
+def left_behind(procs: list[psutil.Process], settle_s: float = _SETTLE_S) -> list[psutil.Process]:
+    """The processes of ``procs`` still running ``settle_s`` seconds from now (zombies aside)."""
+    _, alive = psutil.wait_procs(procs, timeout=settle_s)
+    out = []
+    for p in alive:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
 def run_case(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """Runs ``spec`` (see benchmarks.child) in a subprocess; returns its result dict."""
     with tempfile.TemporaryDirectory(prefix="thresher-bench-") as tmp:
@@ -82,7 +97,11 @@ def run_case(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
             time.sleep(0.05)
         proc.wait()
         wall = time.perf_counter() - t0
-        leftover = [p for p in known.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        # Per-interpreter helpers of the child (multiprocessing's fork server, its resource
+        # tracker) exit by themselves once they see the child gone, a few tens of ms later:
+        # counted at once they looked "left behind" after every run with workers. Only what
+        # is still alive after _SETTLE_S is.
+        leftover = left_behind(list(known.values()))
         if leftover:
             _terminate(leftover)
         with open(log_path, errors="replace") as f:

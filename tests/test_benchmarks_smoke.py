@@ -13,7 +13,7 @@ import os
 import pytest
 
 from benchmarks import cases, child, datasets, report, run
-from benchmarks.runner import run_case
+from benchmarks.runner import left_behind, run_case
 
 HAVE = {name: importlib.util.find_spec(mod) is not None
         for name, mod in (("grain", "grain"), ("torch", "torch"))}
@@ -85,8 +85,27 @@ def test_run_case_in_a_subprocess_and_unavailable_workers(data: dict) -> None:
     res = run_case(spec, timeout_s=60)
     assert res["status"] == "ok", res
     assert res["records"] == 256 and res["peak_rss_total_mib"] > 0
+    assert res["leftover_processes"] == 0
     res = run_case(dict(spec, config={"workers": 2}), timeout_s=60)
-    assert res["status"] in ("ok", "unavailable"), res  # unavailable until thresher's worker pool lands
+    assert res["status"] == "ok", res
+    assert res["leftover_processes"] == 0  # the fork server exits on its own, after the run
+
+
+def test_left_behind_counts_what_outlives_the_settling_time() -> None:
+    import subprocess
+    import sys
+
+    import psutil
+
+    quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    stuck = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        left = left_behind([psutil.Process(quick.pid), psutil.Process(stuck.pid)], settle_s=2.0)
+        assert [p.pid for p in left] == [stuck.pid]
+    finally:
+        stuck.kill()
+        stuck.wait()
+        quick.wait()
 
 
 def test_end_to_end_tiny_run_writes_table_json_and_chart(tmp_path: "os.PathLike[str]") -> None:

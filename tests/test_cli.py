@@ -167,3 +167,12 @@ def test_python_dash_m_in_a_real_process(npz_dataset):
                          capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "30 examples" in out.stdout
+
+
+def test_version_is_the_installed_distribution_version():
+    from importlib.metadata import version
+
+    proc = subprocess.run([sys.executable, "-m", "thresher", "--version"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"thresher {version('thresher')}" == f"thresher {th.__version__}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -23,3 +24,20 @@ def test_import_has_no_heavy_side_effects() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def _demo_dirs(tmp: str) -> list[str]:
+    return sorted(n for n in os.listdir(tmp) if n.startswith("thresher-demo-"))
+
+
+def test_demo_removes_its_temporary_directory_unless_kept(tmp_path) -> None:
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    run = [sys.executable, "-m", "thresher.demo", "--epochs", "2"]
+    proc = subprocess.run(run, capture_output=True, text=True, cwd=REPO, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert _demo_dirs(str(tmp_path)) == [] and "removed " in proc.stdout
+    proc = subprocess.run(run + ["--keep"], capture_output=True, text=True, cwd=REPO, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    kept = _demo_dirs(str(tmp_path))
+    assert len(kept) == 1 and f"are in {tmp_path / kept[0]}" in proc.stdout
+    assert sorted(os.listdir(tmp_path / kept[0])) == ["digits-test.array_record", "digits-train.array_record"]

@@ -2,6 +2,7 @@
 
 ::
 
+    thresher --version
     thresher info PATH [--json] [--verify]
     thresher prepare OUT --split train train.npz --split test test.npz [options]
     thresher prepare OUT --split train images/train --split test images/test
@@ -12,6 +13,9 @@ Example:
     >>> from thresher.cli import main
     >>> main(["info", "/no/such/dataset"])
     2
+    >>> main(["--version"])  # doctest: +ELLIPSIS
+    thresher ...
+    0
 """
 
 from __future__ import annotations
@@ -109,9 +113,16 @@ def _demo(argv: Sequence[str]) -> int:
     return int(result or 0)
 
 
+def _version() -> str:
+    import thresher
+
+    return thresher.__version__
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="thresher", description="thresher datasets: inspect, "
                                 "convert, demo.")
+    p.add_argument("--version", action="version", version=f"thresher {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     info = sub.add_parser("info", help="print a prepared dataset's splits, sizes and features")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import time
 from typing import Any, Sequence
@@ -116,7 +117,11 @@ def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="thresher demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=None, help="where to write the ArrayRecord files (default: a temp dir)")
+    parser.add_argument("--data-dir", default=None,
+                        help="where to write the ArrayRecord files and checkpoints (kept); default: a "
+                             "temporary directory, removed at the end")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the temporary directory and print where it is")
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--workers", type=int, default=0, help="worker processes (0: in process)")
@@ -129,13 +134,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--restore-processes", type=int, default=None,
                         help="restore the JAX demo's checkpoint on this many processes (default: --processes)")
     args = parser.parse_args(argv)
-    if args.jax or args.processes > 1 or args.restore_processes:
-        from thresher.demo_jax import run
+    temporary = args.data_dir is None
+    args.data_dir = args.data_dir or tempfile.mkdtemp(prefix="thresher-demo-")
+    os.makedirs(args.data_dir, exist_ok=True)
+    try:
+        if args.jax or args.processes > 1 or args.restore_processes:
+            from thresher.demo_jax import run
 
-        return run(args)
+            return run(args)
+        return _run_numpy(args)
+    finally:
+        if temporary and not args.keep:
+            shutil.rmtree(args.data_dir, ignore_errors=True)
+            print(f"removed {args.data_dir} (--keep keeps it)")
+        else:
+            print(f"the dataset and checkpoints are in {args.data_dir}")
 
-    data_dir = args.data_dir or tempfile.mkdtemp(prefix="thresher-demo-")
-    os.makedirs(data_dir, exist_ok=True)
+
+def _run_numpy(args: argparse.Namespace) -> int:
+    data_dir = args.data_dir
     train_path, test_path = write_digits(data_dir)
     print(f"wrote the digits dataset to {data_dir} (1500 train / 297 test records, ArrayRecord)")
 

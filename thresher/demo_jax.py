@@ -27,7 +27,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
@@ -172,8 +171,7 @@ def run(args: Any) -> int:
     """Runs the JAX demo; ``args`` are thresher.demo's parsed arguments."""
     from thresher.demo import write_digits
 
-    data_dir = args.data_dir or tempfile.mkdtemp(prefix="thresher-demo-")
-    os.makedirs(data_dir, exist_ok=True)
+    data_dir = args.data_dir  # thresher.demo.main made it (and removes it unless asked to keep it)
     train_path, test_path = write_digits(data_dir)
     checkpoint_dir = os.path.join(data_dir, f"checkpoints-{os.getpid()}")
     processes = max(1, args.processes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import gc
 import threading
 import time
@@ -167,3 +168,29 @@ def test_copies_overlap_the_step() -> None:
 
     sync, overlapped = run(0), run(2)
     assert overlapped < 0.8 * sync, (sync, overlapped)
+
+
+EXIT_WITH_PREFETCH_OPEN = """
+import numpy as np, jax, thresher as th, thresher.jax
+from jax.sharding import NamedSharding, PartitionSpec
+mesh = jax.make_mesh((jax.device_count(),), ("data",))
+loader = th.DataLoader(th.sources.RangeDataSource(0, 1000), th.IndexSampler(1000, num_epochs=None),
+                       [np.float32, th.Batch(8)])
+batches = thresher.jax.global_batches(iter(loader), NamedSharding(mesh, PartitionSpec("data")), prefetch=2)
+for _ in range(5):
+    next(batches)
+print("done")  # and exit with the prefetch thread still running
+"""
+
+
+def test_a_script_that_exits_with_its_prefetcher_open_exits_cleanly(tmp_path) -> None:
+    # The daemon thread used to be inside jax when the interpreter finalised: "terminate
+    # called after throwing an instance of ''" and exit status 134, most runs.
+    import subprocess
+    import sys
+
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    for _ in range(4):
+        proc = subprocess.run([sys.executable, "-c", EXIT_WITH_PREFETCH_OPEN], capture_output=True, text=True,
+                              timeout=120, env=env, cwd=str(tmp_path))
+        assert proc.returncode == 0 and proc.stdout.strip() == "done", (proc.returncode, proc.stderr[-2000:])

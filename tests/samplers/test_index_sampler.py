@@ -1,4 +1,4 @@
-"""The global stream and the dealing of blocks to shards (DESIGN.md)."""
+"""The global stream and the dealing of blocks to shards (docs/architecture.md)."""
 
 from __future__ import annotations
 

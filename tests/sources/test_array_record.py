@@ -154,3 +154,16 @@ def test_in_memory_and_range_sources() -> None:
     with pytest.raises(RecordKeyError):
         r.__getitems__([3])
     assert isinstance(r, th.sources.RandomAccessDataSource)
+
+
+def test_empty_records_are_records_but_a_cut_file_is_an_error(tmp_path) -> None:
+    # array_record returns b"" without an error for records cut off under an open reader.
+    path = str(tmp_path / "e.array_record")
+    th.sources.write_array_record(path, [b"", b"x" * 100, b""] * 400)
+    src = th.sources.ArrayRecordSource(path)
+    assert src.__getitems__([0, 1, 2]) == [b"", b"x" * 100, b""]
+    assert src[1199] == b""
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+    with pytest.raises(CorruptSourceError, match=r"changed while it was read: it had \d+ bytes and now"):
+        src.__getitems__(list(range(1100, 1110)))

@@ -12,6 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 import thresher as th
 from thresher.errors import BatchError, ConfigError
+from thresher.transforms.batch import stack
 
 Pair = namedtuple("Pair", "a b")
 
@@ -66,3 +67,44 @@ def test_operations_are_normalised_and_named() -> None:
         th.transforms.plan_operations([th.Batch(2), th.Batch(2)])
     with pytest.raises(ConfigError, match="not a transform"):
         th.transforms.plan_operations([42])
+
+
+def _int_or_dict(x: int) -> object:
+    return {"n": x} if x % 5 == 3 else x
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_map_returning_int_or_dict_is_refused_naming_the_leaf_and_the_types(workers: int) -> None:
+    loader = th.DataLoader(th.sources.RangeDataSource(0, 40), th.IndexSampler(40),
+                           [_int_or_dict, th.Batch(8)], worker_count=workers)
+    with pytest.raises(BatchError) as info:
+        list(loader)
+    message = str(info.value)
+    assert "leaf <root>" in message and "is an int" in message and "is a dict" in message
+    assert "position 3" in message and "object_arrays=True" in message
+
+
+def test_object_arrays_keep_mixed_values_when_asked() -> None:
+    loader = th.DataLoader(th.sources.RangeDataSource(0, 8), th.IndexSampler(8),
+                           [_int_or_dict, th.Batch(8, object_arrays=True)])
+    [batch] = list(loader)
+    assert batch.dtype == object and batch[3] == {"n": 3} and batch[4] == 4
+    assert "object_arrays=True" in repr(th.Batch(8, object_arrays=True))
+
+
+@pytest.mark.parametrize("values, kinds", [
+    ([{"y": 1}, {"y": "a"}], ("an int", "a str")),           # np.asarray would make strings of both
+    ([{"y": "a"}, {"y": 2}], ("a str", "an int")),
+    ([{"y": 1.5}, {"y": None}], ("a float", "a NoneType")),  # np.asarray would make an object array
+    ([{"y": np.zeros(2)}, {"y": np.array(["a", "b"])}], ("an ndarray of float64", "an ndarray of <U1")),
+    ([{"y": b"x"}, {"y": "x"}], ("a bytes", "a str")),
+])
+def test_leaves_of_different_types_are_refused(values: list, kinds: tuple[str, str]) -> None:
+    with pytest.raises(BatchError, match=rf"leaf \['y'\]: element 0 .* is {kinds[0]} but element 1 .* is {kinds[1]}"):
+        stack(values, positions=[0, 1])
+
+
+@given(st.lists(st.one_of(st.integers(-2**40, 2**40), st.floats(allow_nan=False), st.booleans()),
+                min_size=1, max_size=20))
+def test_numbers_of_any_python_type_still_stack_as_numpy_would(values: list) -> None:
+    np.testing.assert_array_equal(stack(values), np.asarray(values))

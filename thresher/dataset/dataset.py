@@ -297,7 +297,7 @@ class Dataset:
         return self._then(lambda at: N.Slice(at=at, start=start, stop=stop, step=step))
 
     def shard(self, options: ShardOptions) -> "Dataset":
-        """This process's shard of the stream (DESIGN.md: blocks of the global stream
+        """This process's shard of the stream (docs/architecture.md: blocks of the global stream
         dealt to shards). It applies to the whole pipeline wherever it is written.
 
         Example:

@@ -36,7 +36,7 @@ def check_dtype(dtype: Any, what: str) -> str:
     """The canonical name (``'uint8'``) of a supported numeric dtype, or FeatureError."""
     try:
         name = np.dtype(dtype).name
-    except TypeError:
+    except (TypeError, ValueError, SyntaxError):  # np.dtype parses strings and dicts, loudly
         raise FeatureError(f"{what}: {dtype!r} is not a dtype; use one of {DTYPES}") from None
     if name not in DTYPES:
         raise FeatureError(f"{what}: dtype {name!r} is not supported; use one of {DTYPES} "

@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 import numbers
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -40,7 +40,8 @@ class ClassLabel(Scalar):
                  names: Optional[Sequence[str]] = None) -> None:
         super().__init__("int64")
         if names is not None:
-            if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+            if isinstance(names, (str, bytes)) or not isinstance(names, Iterable) or not all(
+                    isinstance(n, str) for n in names):
                 raise FeatureError(f"ClassLabel: names must be a list of strings, got {names!r}")
             names = list(names)
             if len(set(names)) != len(names):

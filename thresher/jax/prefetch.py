@@ -6,13 +6,21 @@ The thread takes batches from the wrapped iterator, applies ``transform`` (for
 the wrapped iterator's state taken right after that batch; ``get_state()`` returns
 the state of the last batch handed to the caller, never of what is only prefetched,
 so a checkpoint taken through the prefetcher resumes exactly.
+
+Process-wide registry: the running prefetchers (a weak set), stopped by an ``atexit``
+hook registered when the first thread starts. A prefetch thread is a daemon so that it
+never keeps the process alive, but a daemon thread still inside jax when the interpreter
+finalises aborts the process ("terminate called ..."); the hook stops the threads first,
+so a script that ends without closing its iterator exits cleanly.
 """
 
 from __future__ import annotations
 
+import atexit
 import copy
 import queue
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
@@ -24,6 +32,13 @@ __all__ = ["DevicePrefetchIterator"]
 
 _ITEM, _END, _ERROR = 0, 1, 2
 _POLL_S = 0.05
+_RUNNING: weakref.WeakSet[DevicePrefetchIterator] = weakref.WeakSet()
+
+
+def _halt_all() -> None:
+    """Stops every prefetch thread still running (at interpreter exit)."""
+    for it in list(_RUNNING):
+        it._halt()
 
 
 def _identity(x: Any) -> Any:
@@ -120,11 +135,15 @@ class DevicePrefetchIterator:
             target=_produce, args=(self._source, self._transform, self._stateful, self._queue, self._stop),
             name="thresher-device-prefetch", daemon=True)
         self._thread.start()
+        _RUNNING.add(self)
+        atexit.unregister(_halt_all)  # registered once, whichever iterator starts first
+        atexit.register(_halt_all)
 
     def _halt(self) -> None:
         """Stops the thread and drops what it prepared; the wrapped iterator is idle after."""
         thread, stop, q = self._thread, self._stop, self._queue
         self._thread = self._stop = self._queue = None
+        _RUNNING.discard(self)
         if thread is None or stop is None or q is None:
             return
         stop.set()

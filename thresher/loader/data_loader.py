@@ -15,6 +15,7 @@ from thresher.loader.state_types import Geometry, LoaderState, StreamId
 from thresher.loader.profiling.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS
 from thresher.loader.pool.worker_main import WorkerSpec
 from thresher.loader.pool.worker_start import make_worker_spec
+from thresher.loader.main_module import unimportable_main
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.transforms.operations import plan_operations
 
@@ -132,6 +133,8 @@ class DataLoader:
                 if worker_count != "auto":
                     raise
                 self._unusable = str(e).split(". ")[0]
+            if worker_count == "auto" and self._unusable is None and unimportable_main() is not None:
+                self._unusable = "the main module was read from standard input: workers cannot import it"
 
     @cached_property
     def engine(self) -> Engine:

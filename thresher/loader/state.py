@@ -1,6 +1,6 @@
 """The iterator state: a small JSON dict, checked before it is applied.
 
-Two things are kept apart (DESIGN.md, invariant 5): ``stream``, what defines the
+Two things are kept apart (docs/architecture.md, invariant 5): ``stream``, what defines the
 global stream (source length, shuffle, seed, epochs, per-record operations), whose
 digest is the ``fingerprint``; and ``geometry``, this process's part of it (shard
 index and count, block size, batch size). A different fingerprint is always refused.
@@ -74,7 +74,7 @@ def restore_position(state: Any, stream: Mapping[str, Any] | StreamId, geometry:
                      operation_names: tuple[str, ...] = (), *, allow_approximate: bool = False) -> int:
     """Checks ``state`` against this loader and returns the local position to resume at.
 
-    Exact restores (DESIGN.md, invariant 5):
+    Exact restores (docs/architecture.md, invariant 5):
 
     - the saved geometry (same shard count, shard index and block size): the saved
       position, whatever the operations;

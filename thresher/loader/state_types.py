@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
@@ -33,6 +34,7 @@ STATE_VERSION = 1
 _STREAM_FIELDS = ("num_records", "shuffle", "seed", "num_epochs", "operations")
 _SLOWEST = "slowest_of"  # set by slowest_state: the number of states merged
 _SLOWEST_GLOBAL = "slowest_global_position"
+_MAX_POSITION = 2**62  # positions and record indices are 64-bit integers; leave room for arithmetic
 _DATASET = "dataset"
 
 
@@ -137,10 +139,17 @@ class MixSegment:
 
     @classmethod
     def from_json(cls, mix: Any) -> MixSegment:
-        if not (isinstance(mix, dict) and isinstance(mix.get("weights"), list)
-                and isinstance(mix.get("origin"), int) and isinstance(mix.get("offsets"), list)
-                and all(isinstance(x, int) for x in mix["offsets"])):
-            raise InvalidStateError(f"state['dataset']['mix'] is malformed: {mix!r}")
+        def count(x: Any) -> bool:
+            return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+        def weight(x: Any) -> bool:
+            return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+        if not (isinstance(mix, dict) and isinstance(mix.get("weights"), list) and count(mix.get("origin"))
+                and isinstance(mix.get("offsets"), list) and all(map(count, mix["offsets"]))
+                and all(map(weight, mix["weights"])) and len(mix["weights"]) == len(mix["offsets"])):
+            raise InvalidStateError(f"state['dataset']['mix'] is malformed: {mix!r}; expected weights (numbers "
+                                    ">= 0), an origin and offsets (ints >= 0), one weight and offset per component")
         return cls(tuple(mix["weights"]), mix["origin"], tuple(mix["offsets"]))
 
 
@@ -253,8 +262,8 @@ class LoaderState:
             raise InvalidStateError(f"state version {version} is not supported (this thresher reads version "
                                     f"{STATE_VERSION})")
         position = _require(state, "position", (int,))
-        if position < 0:
-            raise InvalidStateError(f"state['position'] must be >= 0, got {position}")
+        if not 0 <= position < _MAX_POSITION:
+            raise InvalidStateError(f"state['position'] must be in [0, 2**62) (positions are 64-bit), got {position}")
         saved_fingerprint = _require(state, "fingerprint", (str,))
         stream = StreamId.from_json(_require(state, "stream", (dict,)))
         geometry = Geometry.from_json(_require(state, "geometry", (dict,)))
@@ -265,8 +274,8 @@ class LoaderState:
                 raise InvalidStateError(f"state[{_SLOWEST!r}] is {merged} but the state has shard_count "
                                         f"{geometry.shard_count}")
             g = _require(state, _SLOWEST_GLOBAL, (int,))
-            if g < 0:
-                raise InvalidStateError(f"state[{_SLOWEST_GLOBAL!r}] must be >= 0, got {g}")
+            if not 0 <= g < _MAX_POSITION:
+                raise InvalidStateError(f"state[{_SLOWEST_GLOBAL!r}] must be in [0, 2**62), got {g}")
             slowest = Slowest(merged, g)
         if stream.fingerprint != saved_fingerprint:
             raise InvalidStateError("state['fingerprint'] does not match state['stream']: the state was edited "

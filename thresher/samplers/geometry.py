@@ -1,7 +1,7 @@
 """Where this process's positions lie in the global stream: the arithmetic, written once.
 
 Shards deal the global stream in blocks of ``block_size`` consecutive positions,
-block k to shard ``k mod shard_count`` (DESIGN.md). Local position p of shard s lies
+block k to shard ``k mod shard_count`` (docs/architecture.md). Local position p of shard s lies
 in the shard's block ``p // b``, which is global block ``(p // b) * P + s``.
 
 Example:

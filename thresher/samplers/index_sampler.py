@@ -1,6 +1,6 @@
 """IndexSampler: position -> RecordMetadata, a pure function, O(1) memory.
 
-The global stream (DESIGN.md): N records, E epochs; global position g has epoch
+The global stream (docs/architecture.md): N records, E epochs; global position g has epoch
 ``g // N`` and record key ``perm_e(g % N)``. This shard's local position p lies in
 block ``p // b`` of the shard, which is global block ``(p // b) * P + shard_index``.
 """

@@ -109,11 +109,13 @@ class ArrayRecordSource:
 
     def __init__(self, paths: PathLike | Sequence[PathLike]) -> None:
         self._paths = resolve_paths(paths)
-        lengths = []
+        lengths, sizes = [], []
         for p in self._paths:
             reader = _open(p)
             lengths.append(int(reader.num_records()))
+            sizes.append(os.path.getsize(p))
             reader.close()
+        self._sizes = sizes
         self._lengths = lengths
         self._starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
         self._len = int(self._starts[-1])
@@ -146,8 +148,12 @@ class ArrayRecordSource:
                 return []
             first = local_keys[0]
             if local_keys[-1] - first == n - 1 and (n < 3 or _is_run(local_keys)):
-                return read(first, first + n)
-            return [read(k, k + 1)[0] for k in local_keys]
+                records = read(first, first + n)
+            else:
+                records = [read(k, k + 1)[0] for k in local_keys]
+            if b"" in records:
+                self._check_unchanged(file_index, local_keys)
+            return records
         except SourceError:
             raise
         except Exception as e:
@@ -160,6 +166,23 @@ class ArrayRecordSource:
                 f"reading records {local_keys[:8]}{'...' if len(local_keys) > 8 else ''} of "
                 f"{path!r} failed: {e}. The file may be truncated or corrupt"
             ) from e
+
+    def _check_unchanged(self, file_index: int, local_keys: list[int]) -> None:
+        """array_record returns empty records, without an error, for the part of a file that
+        was cut off after the reader opened it: an empty record is believed only if the file
+        still has the size it had when the source was made."""
+        path = self._paths[file_index]
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = None
+        if size != self._sizes[file_index]:
+            now = "is gone" if size is None else f"has {size} bytes"
+            raise CorruptSourceError(
+                f"ArrayRecord file {path!r} changed while it was read: it had {self._sizes[file_index]} bytes "
+                f"and now {now}, so records {local_keys[:8]}{'...' if len(local_keys) > 8 else ''} cannot be "
+                "read. Do not modify data files during training; restore the file and resume from the last "
+                "state")
 
     def __getitem__(self, record_key: int) -> bytes:
         k = check_key(record_key, self._len, repr(self))

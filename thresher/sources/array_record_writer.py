@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from types import TracebackType
@@ -71,7 +72,10 @@ class ArrayRecordWriter:
                 f"ArrayRecord records are bytes; got {type(record).__name__} for record "
                 f"{self._count} of {self._path!r} (encode it first, e.g. arr.tobytes())"
             )
-        self._writer.write(bytes(record))
+        try:
+            self._writer.write(bytes(record))
+        except Exception as e:  # array_record reports a failed write(2) as a RuntimeError
+            raise self._failed(e) from e
         self._count += 1
 
     def close(self) -> None:
@@ -79,8 +83,21 @@ class ArrayRecordWriter:
         if self._closed:
             return
         self._closed = True
-        self._writer.close()
+        try:
+            self._writer.close()
+        except Exception as e:
+            self._remove_tmp()
+            raise self._failed(e) from e
         os.replace(self._tmp, self._path)
+
+    def _failed(self, e: Exception) -> OSError:
+        return OSError(errno.EIO, f"writing ArrayRecord file {self._path!r} failed after {self._count} records "
+                                  f"({e}); is the disk full or a file-size limit reached? Nothing was written "
+                                  f"at {self._path!r}")
+
+    def _remove_tmp(self) -> None:
+        if os.path.exists(self._tmp):
+            os.remove(self._tmp)
 
     def abort(self) -> None:
         """Discards everything written; ``path`` is left untouched."""
@@ -89,9 +106,10 @@ class ArrayRecordWriter:
         self._closed = True
         try:
             self._writer.close()
+        except Exception:
+            pass  # the file is discarded anyway; a failed close (disk full) must not hide the cause
         finally:
-            if os.path.exists(self._tmp):
-                os.remove(self._tmp)
+            self._remove_tmp()
 
     def __enter__(self) -> "ArrayRecordWriter":
         return self

@@ -18,9 +18,16 @@ class Batch:
     namedtuples); each leaf becomes one NumPy array with a leading batch axis.
     Operations after a Batch see whole batches.
 
+    A leaf whose values have different types in different elements (an int in one, a
+    dict or a string in another) is refused with a BatchError naming the leaf and the two
+    types, instead of becoming an object array (or a string array) silently; pass
+    ``object_arrays=True`` to keep such values in an object array.
+
     Args:
         batch_size: elements per batch (per process), >= 1.
         drop_remainder: drop the last, smaller batch of a finite stream.
+        object_arrays: stack a leaf whose types differ across elements into an object
+            array instead of raising.
 
     Example:
         >>> import numpy as np
@@ -30,21 +37,23 @@ class Batch:
         ((2, 3), [1, 2])
     """
 
-    def __init__(self, batch_size: int, drop_remainder: bool = False) -> None:
+    def __init__(self, batch_size: int, drop_remainder: bool = False, *, object_arrays: bool = False) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
             raise ConfigError(f"Batch batch_size must be an int >= 1, got {batch_size!r}")
         if batch_size < 1:
             raise ConfigError(f"Batch batch_size must be >= 1, got {batch_size}")
         self.batch_size = int(batch_size)
         self.drop_remainder = bool(drop_remainder)
+        self.object_arrays = bool(object_arrays)
 
     def stack(self, elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None = None) -> Any:
         """Stacks ``elements`` into one batch (see :func:`stack`)."""
-        return stack(elements, positions)
+        return stack(elements, positions, object_arrays=self.object_arrays)
 
     def describe(self) -> str:
         """``Batch(n, drop_remainder=...)`` (part of the pipeline's description)."""
-        return f"Batch({self.batch_size}, drop_remainder={self.drop_remainder})"
+        extra = ", object_arrays=True" if self.object_arrays else ""
+        return f"Batch({self.batch_size}, drop_remainder={self.drop_remainder}{extra})"
 
     def __repr__(self) -> str:
         return self.describe()
@@ -58,14 +67,56 @@ def _path(path: tuple[Any, ...]) -> str:
     return "".join(f"[{p!r}]" for p in path) or "<root>"
 
 
+_NUMERIC = "biufc"
+
+
+def _kind(x: Any) -> str:
+    """What a leaf value is, for the type check: numbers (and numeric arrays) mix freely."""
+    if isinstance(x, (bool, int, float, complex, np.number, np.bool_)):
+        return "number"
+    if isinstance(x, np.ndarray):
+        return "number" if x.dtype.kind in _NUMERIC else f"ndarray of {x.dtype}"
+    return type(x).__name__
+
+
+def _one_type(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None,
+              path: tuple[Any, ...], object_arrays: bool) -> np.ndarray | None:
+    """Raises BatchError when the leaf's values differ in type (or, if allowed, returns them
+    as an object array); None when they are all of one type."""
+    first = _kind(elements[0])
+    for i, e in enumerate(elements):
+        if _kind(e) != first:
+            if object_arrays:
+                out = np.empty(len(elements), dtype=object)
+                for j, v in enumerate(elements):
+                    out[j] = v
+                return out
+            raise BatchError(
+                f"Batch cannot stack leaf {_path(path)}: {_where(0, positions)} is {_a(elements[0])} but "
+                f"{_where(i, positions)} is {_a(e)}. Make the map before the Batch return one type for "
+                "every record, or pass Batch(..., object_arrays=True) to keep such values in an object array"
+            )
+    return None
+
+
+def _a(x: Any) -> str:
+    name = type(x).__name__ if not isinstance(x, np.ndarray) else f"ndarray of {x.dtype}"
+    return f"an {name}" if name[:1].lower() in "aeio" or name.startswith("ndarray") else f"a {name}"
+
+
 def _stack_leaves(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None,
-                  path: tuple[Any, ...]) -> np.ndarray:
+                  path: tuple[Any, ...], object_arrays: bool = False) -> np.ndarray:
     first = elements[0]
     if isinstance(first, np.ndarray):
         try:
-            return np.stack(elements)
+            out = np.stack(elements)
         except (ValueError, TypeError):
             pass
+        else:
+            if out.dtype.kind == first.dtype.kind or (out.dtype.kind in _NUMERIC and first.dtype.kind in _NUMERIC):
+                return out
+            mixed = _one_type(elements, positions, path, object_arrays)
+            return out if mixed is None else mixed
         shape = first.shape
         for i, e in enumerate(elements):
             s = np.shape(e)
@@ -78,7 +129,15 @@ def _stack_leaves(elements: Sequence[Any], positions: Sequence[int] | np.ndarray
     try:
         out = np.asarray(elements)
     except ValueError as e:
+        mixed = _one_type(elements, positions, path, object_arrays)
+        if mixed is not None:
+            return mixed
         raise BatchError(f"Batch cannot stack leaf {_path(path)} ({type(first).__name__} values): {e}") from None
+    if out.dtype.kind in "OUS" or isinstance(first, (str, bytes)):
+        # The cheap numeric case is done; strings and objects are checked value by value.
+        mixed = _one_type(elements, positions, path, object_arrays)
+        if mixed is not None:
+            return mixed
     if out.dtype == object and not isinstance(first, (str, bytes)):
         shapes = [np.shape(e) for e in elements]
         for i, s in enumerate(shapes):
@@ -90,18 +149,26 @@ def _stack_leaves(elements: Sequence[Any], positions: Sequence[int] | np.ndarray
     return out
 
 
-def _stack(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None, path: tuple[Any, ...]) -> Any:
+def _stack(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None, path: tuple[Any, ...],
+           object_arrays: bool = False) -> Any:
     first = elements[0]
+    if object_arrays and isinstance(first, (dict, tuple, list)):
+        mixed = _one_type(elements, positions, path, object_arrays)
+        if mixed is not None:
+            return mixed
     if isinstance(first, dict):
         keys = first.keys()
         for i, e in enumerate(elements):
-            if not isinstance(e, dict) or e.keys() != keys:
-                got = sorted(map(str, e.keys())) if isinstance(e, dict) else type(e).__name__
+            if not isinstance(e, dict):
+                raise BatchError(f"Batch cannot stack {_path(path)}: {_where(0, positions)} is a dict but "
+                                 f"{_where(i, positions)} is {_a(e)}")
+            if e.keys() != keys:
+                got = sorted(map(str, e.keys()))
                 raise BatchError(
                     f"Batch cannot stack {_path(path)}: {_where(0, positions)} has keys {sorted(map(str, keys))} "
                     f"but {_where(i, positions)} has {got}"
                 )
-        return {k: _stack([e[k] for e in elements], positions, path + (k,)) for k in keys}
+        return {k: _stack([e[k] for e in elements], positions, path + (k,), object_arrays) for k in keys}
     if isinstance(first, (tuple, list)):
         n = len(first)
         for i, e in enumerate(elements):
@@ -111,24 +178,32 @@ def _stack(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None
                     f"of {n} but {_where(i, positions)} is a {type(e).__name__} of "
                     f"{len(e) if isinstance(e, (tuple, list)) else '?'}"
                 )
-        parts = [_stack([e[j] for e in elements], positions, path + (j,)) for j in range(n)]
+        parts = [_stack([e[j] for e in elements], positions, path + (j,), object_arrays) for j in range(n)]
         if hasattr(first, "_fields"):  # namedtuple
             return type(first)(*parts)
         return type(first)(parts)
-    return _stack_leaves(elements, positions, path)
+    return _stack_leaves(elements, positions, path, object_arrays)
 
 
-def stack(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None = None) -> Any:
+def stack(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None = None, *,
+          object_arrays: bool = False) -> Any:
     """Stacks a non-empty sequence of same-structured pytrees leaf by leaf.
 
-    Raises BatchError naming the leaf path and the two shapes (and positions, when
-    given) if the elements cannot be stacked.
+    Raises BatchError naming the leaf path and the two shapes, or the two types (and
+    positions, when given), if the elements cannot be stacked. With ``object_arrays``,
+    a leaf whose values differ in type becomes an object array instead.
 
     Example:
         >>> from thresher.transforms.batch import stack
         >>> stack([(1, 2.0), (3, 4.0)])
         (array([1, 3]), array([2., 4.]))
+        >>> stack([{"y": 1}, {"y": "one"}], positions=[10, 11])
+        Traceback (most recent call last):
+        ...
+        thresher.errors.BatchError: Batch cannot stack leaf ['y']: element 0 (position 10) is an int but element 1 (position 11) is a str. Make the map before the Batch return one type for every record, or pass Batch(..., object_arrays=True) to keep such values in an object array
+        >>> stack([{"y": 1}, {"y": "one"}], object_arrays=True)["y"]
+        array([1, 'one'], dtype=object)
     """
     if not elements:
         raise BatchError("cannot stack an empty batch")
-    return _stack(elements, positions, ())
+    return _stack(elements, positions, (), object_arrays)

@@ -14,7 +14,7 @@ class FilterTransform:
 
     A Filter before the Batch makes the number of records per batch data-dependent:
     batches are still a pure function of position, but a checkpoint can then only be
-    restored under the same shard geometry (see DESIGN.md, invariant 5).
+    restored under the same shard geometry (see docs/architecture.md, invariant 5).
 
     Example:
         >>> from thresher.transforms import FilterTransform

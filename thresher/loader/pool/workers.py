@@ -17,7 +17,7 @@ fewer when the first chunk shows that ``W * 2`` chunks would not fit the budget
 Each message carries the worker's stage times for its chunk; the producer adds them,
 and its own waiting and transfer times, to the iterator's StatsRecorder.
 
-Failure and shutdown (DESIGN.md, invariants 6 and 7):
+Failure and shutdown (docs/architecture.md, invariants 6 and 7):
 
 - the main process waits on the worker's socket *and* every worker's process
   sentinel, so a worker that dies (SIGKILL, os._exit, a segfault, the OOM killer)
@@ -46,6 +46,7 @@ from typing import Any
 
 from thresher.errors import ConfigError, WorkerError
 from thresher.loader.pool import wire
+from thresher.loader.main_module import GUARD_HINT, missing_guard, unimportable_main
 from thresher.loader.autotune import read_ahead
 from thresher.loader.chunk import Chunk
 from thresher.loader.producer import chunk_bounds
@@ -82,9 +83,14 @@ def _exit_reason(code: int | None) -> str:
 class _Pool:
     """The worker processes and the main process's ends of their sockets."""
 
-    def __init__(self, spec: WorkerSpec, count: int) -> None:
+    def __init__(self, spec: WorkerSpec, count: int, asked: int | None = None) -> None:
+        why = unimportable_main()
+        if why is not None:
+            raise WorkerError(f"thresher cannot start worker processes: {why}")
         ctx = context()
         self.count = count
+        self.asked = count if asked is None else asked
+        self.delivered = [False] * count  # whether worker w ever sent a message
         self.conns: list[Connection] = []
         self.socks: list[socket.socket] = []
         self.procs: list[Any] = []
@@ -110,7 +116,10 @@ class _Pool:
             raise
 
     def where(self, w: int) -> str:
-        return f"worker {w} of {self.count} (pid {self.pids[w]})"
+        if self.count == self.asked:
+            return f"worker {w} of {self.count} (pid {self.pids[w]})"
+        return (f"worker {w} (pid {self.pids[w]}; {self.count} of the worker_count={self.asked} workers "
+                f"were started, as the stream has only {self.count} chunk{'s' if self.count > 1 else ''})")
 
     def send(self, w: int, task: tuple[int, int, int]) -> None:
         self.given[w].append(task)
@@ -143,6 +152,10 @@ class _Pool:
         needed = f"positions [{bounds[0]}, {bounds[1]})"
         if not doing.endswith(needed):
             doing += f"; the loader needed {needed} next"
+        if not self.delivered[w] and proc.exitcode == 1 and missing_guard():
+            return WorkerError(
+                f"thresher {self.where(w)} exited (exit code 1) before its first chunk: {GUARD_HINT}. "
+                "The iterator is closed")
         return WorkerError(
             f"thresher {self.where(w)} died ({_exit_reason(proc.exitcode)}) {doing}. A worker dies "
             "like this when an operation calls os._exit or crashes the interpreter (segmentation fault), "
@@ -173,6 +186,7 @@ class _Pool:
         except (EOFError, OSError):
             raise self._died(w, bounds) from None
         self.given[w].popleft()
+        self.delivered[w] = True
         if header[0] == ERROR:
             for fd in fds:
                 os.close(fd)
@@ -264,7 +278,7 @@ class WorkerPoolProducer:
         self._finalizer: weakref.finalize | None = None
         if self._count == 0:
             return
-        pool = self._pool = _Pool(spec, self._count)
+        pool = self._pool = _Pool(spec, self._count, worker_count)
         # The finalizer holds the pool, never the producer: dropping the iterator stops the workers.
         self._finalizer = weakref.finalize(self, pool.shutdown)
         self._hand_out()

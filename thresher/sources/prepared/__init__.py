@@ -1,7 +1,7 @@
 """Prepared dataset directories: ``dataset_info.json`` + sharded ArrayRecord files.
 
 ``prepare`` writes one, ``builder``/``data_source`` read one. The format is described
-in ``docs/splits_and_datasets.md`` so that other tools can write it.
+in ``docs/prepared_format.md`` so that other tools can write it.
 
 Example:
     >>> from thresher.sources.prepared import shard_filename

@@ -226,7 +226,10 @@ class DatasetInfo:
             if n != sum(lengths):
                 raise bad(f"split {split_name!r}: num_examples is {n} but its shard_lengths add "
                           f"up to {sum(lengths)}")
-            splits.append(SplitInfo(split_name, tuple(lengths), int(s.get("num_bytes", 0)), name))
+            num_bytes = s.get("num_bytes", 0)
+            if isinstance(num_bytes, bool) or not isinstance(num_bytes, int) or num_bytes < 0:
+                raise bad(f"num_bytes of split {split_name!r} must be an int >= 0, got {num_bytes!r}")
+            splits.append(SplitInfo(split_name, tuple(lengths), num_bytes, name))
         names = [s.name for s in splits]
         if len(set(names)) != len(names):
             raise bad(f"duplicate split names in {names}")

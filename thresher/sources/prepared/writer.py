@@ -211,7 +211,8 @@ def prepare(
         num_shards: shard files per split (an int, or ``{split: int}``); by default one
             per 256 MiB of records. Never more than the split has records.
         name: the dataset name (default: the directory name); used in file names.
-        version, description: stored in ``dataset_info.json``.
+        version: the dataset version, stored in ``dataset_info.json``.
+        description: free text, stored in ``dataset_info.json``.
         shuffle: store records in a fixed pseudo-random order (True, like TFDS) or in
             input order.
         overwrite: replace an existing directory at ``path``.

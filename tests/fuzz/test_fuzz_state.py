@@ -1,0 +1,103 @@
+"""set_state against random and edited states: a thresher error or a working iterator."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import thresher as th
+from tests.fuzz.guards import JSON, only_thresher_errors
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _iterators() -> dict[str, Any]:
+    src = th.sources.RangeDataSource(0, 100)
+    return {
+        "batch": lambda: iter(th.DataLoader(src, th.IndexSampler(100, shuffle=True, seed=1, num_epochs=2),
+                                            [lambda x: x + 1, th.Batch(8)])),
+        "filter": lambda: iter(th.DataLoader(src, th.IndexSampler(100, num_epochs=None),
+                                             [th.FilterTransform(lambda x: x % 3 != 0), th.Batch(4)])),
+        "shard": lambda: iter(th.DataLoader(src, th.IndexSampler(100, shard_options=th.ShardOptions(1, 2)),
+                                            [th.Batch(5, drop_remainder=True)])),
+        "mix": lambda: iter(th.Dataset.mix([th.Dataset.range(10).repeat(), th.Dataset.range(50, 60).repeat()],
+                                           weights=[0.5, 0.5], seed=1).batch(4)),
+        "pack": lambda: iter(th.Dataset.source([[1] * (i % 7 + 1) for i in range(60)]).pack(16).batch(2)),
+    }
+
+
+ITERATORS = _iterators()
+
+
+def _saved(kind: str) -> dict[str, Any]:
+    it = ITERATORS[kind]()
+    next(it)
+    next(it)
+    return json.loads(json.dumps(it.get_state()))
+
+
+SAVED = {kind: _saved(kind) for kind in ITERATORS}
+
+
+def _apply(kind: str, state: Any) -> None:
+    it = ITERATORS[kind]()
+    it.set_state(state)
+    for _ in range(3):  # an accepted state must also iterate (or end) cleanly
+        try:
+            next(it)
+        except StopIteration:
+            break
+
+
+def _paths(d: Any, prefix: tuple = ()) -> list[tuple]:
+    out = [prefix] if prefix else []
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out += _paths(v, prefix + (k,))
+    elif isinstance(d, list):
+        for i, v in enumerate(d):
+            out += _paths(v, prefix + (i,))
+    return out
+
+
+@pytest.mark.parametrize("kind", sorted(ITERATORS))
+@SETTINGS
+@given(state=JSON)
+def test_random_json_is_refused_with_a_thresher_error(kind: str, state: Any) -> None:
+    err = only_thresher_errors(lambda: _apply(kind, state))
+    assert err is not None, f"a random value was accepted as a state: {state!r}"
+
+
+@pytest.mark.parametrize("kind", sorted(ITERATORS))
+@SETTINGS
+@given(data=st.data(), value=JSON, delete=st.booleans())
+def test_edited_states_raise_thresher_errors_or_work(kind: str, data: st.DataObject, value: Any,
+                                                     delete: bool) -> None:
+    state = copy.deepcopy(SAVED[kind])
+    path = data.draw(st.sampled_from(_paths(state)))
+    parent = state
+    for key in path[:-1]:
+        parent = parent[key]
+    if delete and isinstance(parent, dict):
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+    only_thresher_errors(lambda: _apply(kind, state))
+
+
+@pytest.mark.parametrize("kind", sorted(ITERATORS))
+@SETTINGS
+@given(position=st.one_of(st.integers(), st.sampled_from([-1, 2**63, 2**64, 10**9, 10**30, 35])))
+def test_any_position_raises_a_thresher_error_or_iterates(kind: str, position: int) -> None:
+    state = dict(SAVED[kind], position=position)
+    only_thresher_errors(lambda: _apply(kind, state))
+
+
+def test_the_saved_states_themselves_restore() -> None:
+    for kind in ITERATORS:
+        assert only_thresher_errors(lambda: _apply(kind, SAVED[kind])) is None, kind
