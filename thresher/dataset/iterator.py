@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from thresher._compat import as_state
 from thresher.dataset.compile import Compiled
 from thresher.dataset.mix import MixSchedule
 from thresher.dataset.packing import PackedBlock, PackingStats
@@ -109,6 +110,7 @@ class DatasetIterator:
         saved position on (the rest of the chain must be the same). Without it a
         change of weights is refused like any other change of the pipeline.
         """
+        state = as_state(state, "set_state")  # Grain-style bytes of JSON too
         mix = self._compiled.mix
         saved = _mix_state(state) if isinstance(state, Mapping) else None
         if mix is None or saved is None:
@@ -257,6 +259,7 @@ class PackIterator(DatasetIterator):
         return state
 
     def set_state(self, state: dict[str, Any], *, reweight: bool = False) -> None:
+        state = as_state(state, "set_state")
         extra = state.get(DATASET_KEY) if isinstance(state, Mapping) else None
         pack = extra.get("pack") if isinstance(extra, dict) else None
         if not (isinstance(pack, dict) and isinstance(pack.get("rows"), int) and pack["rows"] >= 0):

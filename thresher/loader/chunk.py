@@ -19,7 +19,7 @@ import numpy as np
 from thresher.errors import TransformError
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.sources.protocol import read_many
-from thresher.transforms.operations import FILTER, MAP, RANDOM_MAP, Operation, Plan
+from thresher.transforms.operations import FILTER, MAP, MAP_WITH_INDEX, RANDOM_MAP, Operation, Plan
 from thresher.transforms.random_map import RecordRng
 
 __all__ = ["Chunk", "ChunkProcessor", "stage_labels"]
@@ -142,6 +142,8 @@ class ChunkProcessor:
                 if seeds is None:
                     seeds = sampler.rng_seeds(globals_)
                 elements = self._random_map(op, elements, alive, seeds, positions, keys, globals_)
+            elif op.kind == MAP_WITH_INDEX:  # the index is the global position: pure, as seeds are
+                elements = self._map_with_index(op, elements, alive, positions, keys, globals_)
             marks.append(clock())
         kept = positions if alive is None else positions[alive]
         return Chunk(start, stop, kept, elements, marks=marks)
@@ -182,6 +184,18 @@ class ChunkProcessor:
         try:
             for e in elements:
                 append(bool(fn(e)))
+        except Exception as e:
+            raise self._fail(op, len(out), alive, positions, keys, globals_, e) from e
+        return out
+
+    def _map_with_index(self, op: Operation, elements: list[Any], alive: np.ndarray | None,
+                        positions: np.ndarray, keys: np.ndarray, globals_: np.ndarray) -> list[Any]:
+        fn = op.fn
+        out: list[Any] = []
+        append = out.append
+        try:
+            for i, e in zip((globals_ if alive is None else globals_[alive]).tolist(), elements):
+                append(fn(i, e))
         except Exception as e:
             raise self._fail(op, len(out), alive, positions, keys, globals_, e) from e
         return out

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from thresher._compat import as_state
 from thresher.errors import TransformError
 from thresher.loader.batcher import Batcher
 from thresher.loader.producer import Producer
@@ -222,6 +223,7 @@ class DataLoaderIterator:
         ``slowest_state``): no element is skipped, some are served again.
         """
         loader = self._loader
+        state = as_state(state, "set_state")  # Grain-style bytes of JSON too
         position = restore_position(state, loader.stream, loader.geometry, self._plan.descriptions,
                                     allow_approximate=allow_approximate)
         self._reset(position)

@@ -6,15 +6,16 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from thresher._compat import as_batch
 from thresher.errors import ConfigError
 from thresher.transforms.batch import Batch
 from thresher.transforms.filter import FilterTransform
 from thresher.transforms.map import MapTransform
 from thresher.transforms.random_map import RandomMapTransform, operation_salt
 
-__all__ = ["Operation", "Plan", "describe", "plan_operations", "MAP", "RANDOM_MAP", "FILTER"]
+__all__ = ["Operation", "Plan", "describe", "plan_operations", "MAP", "RANDOM_MAP", "FILTER", "MAP_WITH_INDEX"]
 
-MAP, RANDOM_MAP, FILTER = "map", "random_map", "filter"
+MAP, RANDOM_MAP, FILTER, MAP_WITH_INDEX = "map", "random_map", "filter", "map_with_index"
 
 
 def _fn_name(fn: Any) -> str:
@@ -36,6 +37,9 @@ def describe(op: Any) -> str:
             if type(op) is cls and fn is not None:
                 return f"{kind}({_fn_name(fn)}{extra})"
             return f"{kind}({type(op).__qualname__}{extra})"
+    if callable(getattr(op, "map_with_index", None)):
+        fn = getattr(op, "_fn", None)
+        return f"MapWithIndex({_fn_name(fn) if fn is not None else type(op).__qualname__})"
     return f"Map({_fn_name(op)})"
 
 
@@ -69,6 +73,8 @@ def _operation(op: Any, index: int) -> Operation:
     if isinstance(op, MapTransform):
         return Operation(MAP, _direct(op, MapTransform, op.map), name, index)
     # Duck-typed transforms (e.g. Grain's), so pipelines move over with a change of imports.
+    if callable(getattr(op, "map_with_index", None)):  # the engine passes the global position
+        return Operation(MAP_WITH_INDEX, op.map_with_index, name, index)
     if callable(getattr(op, "random_map", None)):
         return Operation(RANDOM_MAP, op.random_map, f"RandomMap({type(op).__qualname__})", index,
                          operation_salt(index))
@@ -80,7 +86,7 @@ def _operation(op: Any, index: int) -> Operation:
         return Operation(MAP, op, name, index)
     raise ConfigError(
         f"operation {index} ({op!r}) is not a transform or a callable: pass a function, "
-        "MapTransform, RandomMapTransform, FilterTransform or Batch"
+        "MapTransform, RandomMapTransform, FilterTransform, MapWithIndexTransform or Batch"
     )
 
 
@@ -125,6 +131,7 @@ def plan_operations(operations: Sequence[Any]) -> Plan:
     record: list[Operation] = []
     after: list[Operation] = []
     batch: Batch | None = None
+    operations = [as_batch(op, i) or op for i, op in enumerate(operations)]  # Grain's Batch too
     for i, op in enumerate(operations):
         if isinstance(op, Batch):
             if batch is not None:
@@ -134,5 +141,8 @@ def plan_operations(operations: Sequence[Any]) -> Plan:
                 )
             batch = op
             continue
+        if batch is not None and callable(getattr(op, "map_with_index", None)):
+            raise ConfigError(f"operation {i} {describe(op)} comes after the Batch: put it before the Batch "
+                              "(its index is a record's position) or use a map on whole batches")
         (after if batch is not None else record).append(_operation(op, i))
     return Plan(tuple(record), batch, tuple(after), tuple(describe(op) for op in operations))
