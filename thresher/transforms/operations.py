@@ -72,7 +72,7 @@ def _operation(op: Any, index: int) -> Operation:
         return Operation(FILTER, op.filter, name, index)
     if isinstance(op, MapTransform):
         return Operation(MAP, _direct(op, MapTransform, op.map), name, index)
-    # Duck-typed transforms (e.g. Grain's), so pipelines move over with a change of imports.
+    # Duck-typed transforms (e.g. Grain's objects), taken as they are.
     if callable(getattr(op, "map_with_index", None)):  # the engine passes the global position
         return Operation(MAP_WITH_INDEX, op.map_with_index, name, index)
     if callable(getattr(op, "random_map", None)):
