@@ -175,3 +175,16 @@ def test_pipeline_seed_derives_distinct_reproducible_seeds() -> None:
     filtered = tg.MapDataset.range(6).filter(lambda x: x % 2 == 1).map(lambda x: x * 10)
     assert [filtered[i] for i in range(6)] == [None, 10, None, 30, None, 50]
     assert np.array_equal(list(filtered.to_iter_dataset(allow_nones=True)), [None, 10, None, 30, None, 50])
+
+
+@pytest.mark.parametrize("weights", [None, [2, 1], [1, 3]])
+@pytest.mark.parametrize("lengths", [(10, 10), (10, 4), (3, 12)])
+def test_mix_has_grains_length(weights: Any, lengths: tuple[int, int]) -> None:
+    import grain as top_grain
+
+    def mixed(api: Any) -> list[int]:
+        parts = [api.MapDataset.range(lengths[0]), api.MapDataset.range(100, 100 + lengths[1])]
+        return list(api.MapDataset.mix(parts, weights))
+
+    ours, theirs = mixed(tg), mixed(top_grain)
+    assert len(ours) == len(theirs) and len(set(ours)) == len(ours)

@@ -64,11 +64,16 @@ class MapDataset(Chain):
 
     @staticmethod
     def mix(datasets: Sequence["MapDataset"], weights: Sequence[float] | None = None) -> "MapDataset":
-        """Weighted mixing (thresher's deterministic schedule; it ends with the first
-        component to run out, as Grain's does)."""
-        if not all(isinstance(d, MapDataset) for d in datasets):
-            raise ConfigError("MapDataset.mix takes a list of MapDatasets")
-        return MapDataset(Dataset.mix([d.thresher_dataset for d in datasets], weights))
+        """Weighted mixing on thresher's deterministic schedule, cut to Grain's length
+        (``min(len_i / (weight_i / sum(weights)))``, so no element appears twice)."""
+        if not datasets or not all(isinstance(d, MapDataset) for d in datasets):
+            raise ConfigError("MapDataset.mix takes a non-empty list of MapDatasets")
+        w = [1.0] * len(datasets) if weights is None else [float(x) for x in weights]
+        mixed = Dataset.mix([d.thresher_dataset for d in datasets], w)
+        if len(w) == len(datasets) and all(x > 0 for x in w):
+            length = int(min(len(d) / (x / sum(w)) for d, x in zip(datasets, w)))
+            mixed = mixed.slice(0, min(length, len(mixed)))
+        return MapDataset(mixed)
 
     def shuffle(self, seed: int | None = None) -> "MapDataset":
         """A global shuffle, new every epoch (seed hashed with the epoch)."""
