@@ -137,6 +137,8 @@ def test_compat_defaults_are_grains() -> None:
     assert th.ShardByJaxProcess().drop_remainder is True
     assert [m.record_key for m in tg.SequentialSampler(3)] == [0, 1, 2]
     assert tg.ReadOptions() == tg.ReadOptions(16, 500)
+    endless = tg.MapDataset.range(5).shuffle(seed=1).repeat()
+    assert len(endless) == sys.maxsize and sorted(endless[i] for i in range(10, 15)) == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("make, match", [

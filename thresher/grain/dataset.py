@@ -22,8 +22,10 @@ Example:
 from __future__ import annotations
 
 import builtins
+import sys
 from typing import Any, Callable, Sequence
 
+from thresher.dataset import nodes as N
 from thresher.dataset.dataset import Dataset
 from thresher.errors import ConfigError
 from thresher.grain.chain import Chain, _KeepOrNone
@@ -106,13 +108,16 @@ class MapDataset(Chain):
         return self._with(self._ds.slice(sl.start, sl.stop, sl.step))
 
     def __len__(self) -> int:
+        """The number of elements; ``sys.maxsize`` after ``repeat()`` without a count, as in Grain."""
+        if any(isinstance(n, N.Repeat) and n.num_epochs is None for n in self._ds.nodes):
+            return sys.maxsize
         return len(self._ds)
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, builtins.slice):
             return self.slice(index)
-        if isinstance(index, int) and not isinstance(index, bool) and index >= len(self._ds):
-            raise IndexError(f"index {index} is past the end of this MapDataset (len {len(self._ds)}); Grain "
+        if isinstance(index, int) and not isinstance(index, bool) and index >= len(self):
+            raise IndexError(f"index {index} is past the end of this MapDataset (len {len(self)}); Grain "
                              "would wrap it to a later epoch: use .repeat() and index that instead")
         return self._ds[index]
 
