@@ -70,16 +70,15 @@ def as_batch(obj: Any, index: int) -> Batch | None:
     return Batch(obj.batch_size, bool(getattr(obj, "drop_remainder", False)))
 
 
-_METHODS = {"map": "map", "random_map": "random_map", "filter": "filter"}
-_OTHER_METHODS = ("map", "random_map", "filter", "map_with_index")
+_KINDS = ("map", "random_map", "filter", "map_with_index")
 
 
 def transform_function(obj: Any, kind: str, where: str) -> Callable[..., Any]:
     """The function a Dataset step of ``kind`` ("map", "random_map", "filter") runs.
 
-    A plain callable is returned as it is; a transform object (thresher's or
-    Grain's) gives its bound ``map``/``random_map``/``filter`` method. A transform of
-    another kind is refused with the step to use instead.
+    A callable is used as it is (as the DataLoader does); a transform object
+    (thresher's or Grain's) gives its bound ``map``/``random_map``/``filter`` method.
+    A transform of another kind is refused with the step to use instead.
 
     Example:
         >>> from thresher.transforms import MapTransform
@@ -87,13 +86,13 @@ def transform_function(obj: Any, kind: str, where: str) -> Callable[..., Any]:
         >>> transform_function(MapTransform(abs), "map", "Dataset.map")(-2)
         2
     """
-    method = getattr(obj, _METHODS[kind], None)
-    if callable(method) and not isinstance(obj, type):
+    method = None if isinstance(obj, type) else getattr(obj, kind, None)
+    if callable(method) and (kind == "random_map" or not callable(obj)):
         return method
-    if callable(obj) and not any(callable(getattr(obj, m, None)) for m in _OTHER_METHODS):
+    if callable(obj):
         return obj
-    others = [m for m in _OTHER_METHODS if callable(getattr(obj, m, None))]
-    hint = f"it has {others[0]}(): use Dataset.{others[0]}" if others else "pass a function"
+    others = [m for m in _KINDS if callable(getattr(obj, m, None))]
+    hint = f"it has {others[0]}(): use {others[0]}" if others else "pass a function"
     raise ConfigError(f"{where} takes a function or a transform with {kind}(), got {obj!r}; {hint}")
 
 

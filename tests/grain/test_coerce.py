@@ -42,7 +42,7 @@ def test_wrong_objects_are_named_with_what_to_pass() -> None:
         th.DataLoader(th.sources.RangeDataSource(0, 10), grain_sampler)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"has a batch_fn.*map after it"):
         th.DataLoader(th.sources.RangeDataSource(0, 4), th.IndexSampler(4), [real_grain.Batch(2, batch_fn=list)])
-    with pytest.raises(ConfigError, match=r"random_map\(\): use Dataset.random_map"):
+    with pytest.raises(ConfigError, match=r"random_map\(\): use random_map"):
         th.Dataset.range(4).map(GrainNoise())
     with pytest.raises(ConfigError, match=r"after the Batch: put it before the Batch"):
         th.DataLoader(th.sources.RangeDataSource(0, 4), th.IndexSampler(4), [th.Batch(2), GrainIndex()])
@@ -69,6 +69,25 @@ def test_dataset_steps_take_transform_objects() -> None:
 
 def _triple(x: Any) -> Any:
     return 3 * x
+
+
+class _Boxed:
+    """A class used as a map function, which also has a ``map`` method (like a pandas Series)."""
+
+    def __init__(self, x: Any) -> None:
+        self.x = x
+
+    def map(self, fn: Any) -> "_Boxed":
+        return _Boxed(fn(self.x))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Boxed) and other.x == self.x
+
+
+def test_callables_are_used_as_they_are() -> None:
+    assert list(th.Dataset.range(2).map(_Boxed)) == [_Boxed(0), _Boxed(1)]
+    both = th.FilterTransform(lambda x: x > 0)
+    assert list(th.Dataset.range(3).filter(both)) == [1, 2]
 
 
 def test_set_state_takes_bytes_and_text_of_json() -> None:
