@@ -155,7 +155,8 @@ class IterDataset(Chain):
                     worker_init_fn: Callable[[int, int], None] | None = None,
                     sequential_slice: bool = False) -> "IterDataset":
         """Computes ahead in ``options.num_workers`` processes; the elements are the same
-        for every number of workers (thresher's, not Grain's, behaviour)."""
+        for every number of workers (thresher's, not Grain's, behaviour), so
+        ``sequential_slice`` has nothing to change and is ignored."""
         if worker_init_fn is not None:
             raise ConfigError("mp_prefetch(worker_init_fn=...) is not supported: thresher's workers run only the "
                               "pipeline; do per-process setup lazily inside a transform")
