@@ -46,6 +46,11 @@ class RecordMetadata:
     epoch: int
     rng_seed: int
 
+    @property
+    def index(self) -> int:
+        """Grain's name for the global position (its sampler's index)."""
+        return self.global_position
+
 
 class IndexSampler:
     """Maps positions of this process's stream to records, shuffled per epoch.
