@@ -50,12 +50,10 @@ from thresher.samplers.index_sampler import RecordMetadata
 __all__ = [
     "ArrayRecordDataSource", "Batch", "DataLoader", "DataLoaderIterator", "DatasetIterator", "FilterTransform",
     "InMemoryDataSource", "IndexSampler", "IterDataset", "MapDataset", "MapTransform", "MapWithIndexTransform",
-    "MultiprocessingOptions", "NoSharding", "PyGrainCheckpointHandler", "PyGrainCheckpointRestore",
-    "PyGrainCheckpointSave", "PyGrainDatasetIterator", "RandomAccessDataSource", "RandomMapTransform",
+    "MultiprocessingOptions", "NoSharding", "PyGrainDatasetIterator", "RandomAccessDataSource", "RandomMapTransform",
     "RangeDataSource", "ReadOptions", "RecordMetadata", "SequentialSampler", "ShardByJaxProcess", "ShardOptions",
-    "SharedMemoryDataSource", "Transformation", "Transformations", "checkpoint", "multiprocessing", "samplers",
-    "sharding", "sources", "transforms",
-]
+    "SharedMemoryDataSource", "Transformation", "Transformations", "samplers", "sharding", "sources", "transforms",
+]  # and, imported on first use, PyGrainCheckpointHandler/Save/Restore, checkpoint, multiprocessing
 
 _LAZY = {  # imported on first use: they need orbax-checkpoint
     "PyGrainCheckpointHandler": "thresher.grain.checkpoint",
@@ -77,10 +75,13 @@ _INSTEAD = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    if name in _MODULES:
-        return importlib.import_module(_MODULES[name])
+    if name in _LAZY or name in _MODULES:
+        try:
+            module = importlib.import_module(_LAZY.get(name) or _MODULES[name])
+        except ImportError as e:
+            raise ImportError(f"thresher.grain.{name} needs orbax-checkpoint: pip install 'thresher[orbax]' "
+                              f"({e})") from e
+        return getattr(module, name) if name in _LAZY else module
     if name in _INSTEAD:
         raise AttributeError(f"Grain's {name} is not part of thresher.grain; the thresher way: {_INSTEAD[name]}")
     raise AttributeError(f"module 'thresher.grain' has no attribute {name!r}")
