@@ -25,6 +25,7 @@ from thresher.transforms import (
     Batch,
     FilterTransform,
     MapTransform,
+    MapWithIndexTransform,
     RandomMapTransform,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "IndexSampler",
     "LoaderStats",
     "MapTransform",
+    "MapWithIndexTransform",
     "NoSharding",
     "RandomMapTransform",
     "ReadInstruction",

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from thresher._compat import as_shard_options, transform_function
 from thresher.dataset import nodes as N
 from thresher.dataset.compile import Compiled, compile_chain
 from thresher.dataset.iterator import DatasetIterator, PackIterator
@@ -223,7 +224,7 @@ class Dataset:
             >>> [b.tolist() for b in th.Dataset.range(4).map(lambda x: x * 10, batchable=True).batch(2)]
             [[0, 10], [20, 30]]
         """
-        _callable(fn, "map")
+        fn = transform_function(fn, "map", "Dataset.map")  # a transform object too
         return self._then(lambda at: N.Map(at=at, fns=(fn,), batchable=bool(batchable)))
 
     def random_map(self, fn: Callable[[Any, np.random.Generator], Any], *, seed: int | None = None) -> "Dataset":
@@ -236,7 +237,7 @@ class Dataset:
             >>> list(ds) == list(ds)
             True
         """
-        _callable(fn, "random_map")
+        fn = transform_function(fn, "random_map", "Dataset.random_map")  # a transform object too
         s = None if seed is None else check_seed(seed, "random_map seed")
         return self._then(lambda at: N.RandomMap(at=at, fn=fn, seed=s))
 
@@ -248,7 +249,7 @@ class Dataset:
             >>> list(th.Dataset.range(6).filter(lambda x: x % 2))
             [1, 3, 5]
         """
-        _callable(predicate, "filter")
+        predicate = transform_function(predicate, "filter", "Dataset.filter")  # a transform object too
         return self._then(lambda at: N.Filter(at=at, fns=(predicate,)))
 
     def batch(self, batch_size: int, *, drop_remainder: bool = False, pad_to: Any = None,
@@ -305,8 +306,7 @@ class Dataset:
             >>> [list(th.Dataset.range(6).shard(th.ShardOptions(i, 2))) for i in range(2)]
             [[0, 2, 4], [1, 3, 5]]
         """
-        if not isinstance(options, ShardOptions):
-            raise ConfigTypeError(f"shard takes a thresher.ShardOptions, got {options!r}")
+        options = as_shard_options(options, "Dataset.shard")  # Grain's too
         return self._then(lambda at: N.Shard(at=at, options=options))
 
     def prefetch(self, worker_count: int = 0, buffer: int = 2) -> "Dataset":

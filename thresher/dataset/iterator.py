@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from thresher._compat import as_state
 from thresher.dataset.compile import Compiled
 from thresher.dataset.mix import MixSchedule
 from thresher.dataset.packing import PackedBlock, PackingStats
@@ -117,7 +118,7 @@ class DatasetIterator:
         saved position on (the rest of the chain must be the same). Without it a
         change of weights is refused like any other change of the pipeline.
         """
-        saved = LoaderState.from_json(state)
+        saved = LoaderState.from_json(as_state(state, "set_state"))
         mix = self._compiled.mix
         segment = saved.extensions.mix
         if mix is None or segment is None:
@@ -253,7 +254,7 @@ class PackIterator(DatasetIterator):
         return replace(state, extensions=Extensions(pack_rows=rows)).to_json()
 
     def set_state(self, state: dict[str, Any], *, reweight: bool = False) -> None:
-        saved = LoaderState.from_json(state)
+        saved = LoaderState.from_json(as_state(state, "set_state"))
         rows = saved.extensions.pack_rows
         if rows is None:
             raise InvalidStateError("a packed dataset's state needs state['dataset']['pack']['rows'] (an int >= 0); "

@@ -35,6 +35,7 @@ from typing import Any
 import orbax.checkpoint as ocp
 from etils import epath
 
+from thresher._compat import as_state
 from thresher.jax.state_files import (
     load_state_text,
     parse_state_filenames,
@@ -108,7 +109,7 @@ class CheckpointSave(ocp.args.CheckpointArgs):
         get_state = getattr(self.iterator, "get_state", None)
         if not callable(get_state):
             raise TypeError(f"CheckpointSave needs an iterator with get_state(), got {self.iterator!r}")
-        self.state = get_state()
+        self.state = as_state(get_state(), "CheckpointSave")  # bytes of JSON (thresher.grain) too
 
 
 @ocp.args.register_with_handler(CheckpointHandler, for_restore=True)

@@ -176,3 +176,6 @@ class _RecordContext:
 
     def batch_rng(self, salt: int) -> np.random.Generator:
         raise TypeError("a per-record operation has no batch generator")
+
+    def global_positions(self) -> np.ndarray:
+        return self._globals if self.alive is None else self._globals[self.alive]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any, Sequence
 
+from thresher._compat import check_read_options, check_sampler
 from thresher.errors import ConfigError
 from thresher.loader.autotune import AutotuneReport
 from thresher.loader.chunk import ChunkProcessor
@@ -45,6 +46,8 @@ class DataLoader:
             memory use is about ``worker_count * worker_buffer_size`` chunks. The
             default (None) is 2, fewer if the first chunk shows that would not fit a
             quarter of the available memory. It changes speed and memory, never results.
+        read_options: a Grain-style ReadOptions, accepted so Grain code runs; it changes
+            nothing (each chunk's records are read in one batched call).
 
     With ``worker_count > 0`` the source and the operations before the Batch are
     pickled with cloudpickle (lambdas and closures work) and run in worker processes
@@ -91,11 +94,12 @@ class DataLoader:
         worker_count: WorkerCount = 0,
         chunk_size: int | None = None,
         worker_buffer_size: int | None = None,
+        read_options: Any = None,
     ) -> None:
         if not (hasattr(data_source, "__len__") and hasattr(data_source, "__getitem__")):
             raise ConfigError(f"data_source must have __len__ and __getitem__ (random access); got {data_source!r}")
-        if not isinstance(sampler, IndexSampler):
-            raise ConfigError(f"sampler must be a thresher.IndexSampler, got {sampler!r}")
+        sampler = check_sampler(sampler, IndexSampler)
+        self.read_options = check_read_options(read_options, "DataLoader read_options")
         n = len(data_source)
         if sampler.num_records > n:
             raise ConfigError(f"the sampler has num_records={sampler.num_records} but the source {data_source!r} "

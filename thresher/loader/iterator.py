@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
+from thresher._compat import as_state
 from thresher.errors import TransformError
 from thresher.loader.autotune import AutotuneReport
 from thresher.loader.batcher import Batcher
@@ -62,6 +63,9 @@ class _BatchContext:
 
     def record_rngs(self, salt: int) -> Iterator[np.random.Generator]:
         raise TypeError("an operation after the Batch has no per-record generators")
+
+    def global_positions(self) -> np.ndarray:
+        raise TypeError("an operation after the Batch has no per-record positions")
 
     def batch_rng(self, salt: int) -> np.random.Generator:
         g = int(self._sampler.to_global(np.array([self._first]))[0])
@@ -238,7 +242,8 @@ class DataLoaderIterator:
         an exact one is impossible (see ``thresher.loader.state.restore_position`` and
         ``slowest_state``): no element is skipped, some are served again.
         """
-        self.restore(LoaderState.from_json(state), allow_approximate=allow_approximate)
+        self.restore(LoaderState.from_json(as_state(state, "set_state")),  # Grain-style bytes too
+                     allow_approximate=allow_approximate)
 
     def restore(self, state: LoaderState, *, allow_approximate: bool = False) -> None:
         """``set_state`` for a parsed state (``LoaderState.from_json``)."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._compat import as_shard_options
 from thresher.errors import ConfigError
 from thresher.samplers.geometry import ShardGeometry
 from thresher.randomness.permutation import Permutation
@@ -45,6 +46,11 @@ class RecordMetadata:
     record_key: int
     epoch: int
     rng_seed: int
+
+    @property
+    def index(self) -> int:
+        """Grain's name for the global position (its sampler's index)."""
+        return self.global_position
 
 
 class IndexSampler:
@@ -96,8 +102,7 @@ class IndexSampler:
             raise ConfigError("shuffle=True needs a seed (an int): thresher's shuffles are reproducible")
         if shard_options is None:
             shard_options = NoSharding()
-        if not isinstance(shard_options, ShardOptions):
-            raise ConfigError(f"shard_options must be a ShardOptions, got {shard_options!r}")
+        shard_options = as_shard_options(shard_options, "IndexSampler shard_options")  # Grain's too
         self.num_records = int(num_records)
         self.shuffle = bool(shuffle)
         self.seed = None if seed is None else check_seed(seed)

@@ -10,8 +10,9 @@ Example:
 from thresher.transforms.batch import Batch, stack
 from thresher.transforms.filter import FilterTransform
 from thresher.transforms.map import MapTransform
+from thresher.transforms.map_with_index import MapWithIndexTransform
 from thresher.transforms.operations import Operation, Plan, describe, plan_operations
 from thresher.transforms.random_map import RandomMapTransform
 
-__all__ = ["Batch", "FilterTransform", "MapTransform", "Operation", "Plan", "RandomMapTransform",
+__all__ = ["Batch", "FilterTransform", "MapTransform", "MapWithIndexTransform", "Operation", "Plan", "RandomMapTransform",
            "describe", "plan_operations", "stack"]

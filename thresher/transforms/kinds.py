@@ -24,7 +24,7 @@ from typing import Any, Callable, ClassVar, Iterator, Protocol
 
 import numpy as np
 
-__all__ = ["ElementFailure", "FilterOp", "MapOp", "NoRandomness", "OpContext", "Operation", "RandomMapOp",
+__all__ = ["ElementFailure", "FilterOp", "MapOp", "MapWithIndexOp", "NoRandomness", "OpContext", "Operation", "RandomMapOp",
            "fn_name", "transform_name"]
 
 
@@ -37,16 +37,19 @@ def fn_name(fn: Any) -> str:
 
 
 class OpContext(Protocol):
-    """What an operation may ask of the engine while it runs: its randomness.
+    """What an operation may ask of the engine while it runs: its randomness and positions.
 
     ``record_rngs(salt)`` yields one generator per element of the current list
     (seeded from each element's global position); ``batch_rng(salt)`` is the
-    generator of the current batch (seeded from its first global position).
+    generator of the current batch (seeded from its first global position);
+    ``global_positions()`` are the global positions of the current list's elements.
     """
 
     def record_rngs(self, salt: int) -> Iterator[np.random.Generator]: ...
 
     def batch_rng(self, salt: int) -> np.random.Generator: ...
+
+    def global_positions(self) -> np.ndarray: ...
 
 
 class NoRandomness:
@@ -57,6 +60,9 @@ class NoRandomness:
 
     def batch_rng(self, salt: int) -> np.random.Generator:
         raise TypeError("this context has no randomness")
+
+    def global_positions(self) -> np.ndarray:
+        raise TypeError("this context has no positions")
 
 
 class ElementFailure(Exception):
@@ -167,6 +173,27 @@ class RandomMapOp(Operation):
 
     def apply_batch(self, batch: Any, ctx: OpContext) -> tuple[Any, bool]:
         return self.fn(batch, ctx.batch_rng(self.salt)), True
+
+
+@dataclass(frozen=True)
+class MapWithIndexOp(Operation):
+    """``fn(index, element)``, the index being the element's global position (Grain's
+    ``MapWithIndexTransform``): a pure function of position, like the seeds. Runs only
+    before the Batch (``plan_operations`` refuses it after)."""
+
+    def apply_records(self, elements: list[Any], ctx: OpContext) -> tuple[list[Any], list[int] | None]:
+        fn = self.fn
+        out: list[Any] = []
+        append = out.append
+        try:
+            for i, e in zip(ctx.global_positions().tolist(), elements):
+                append(fn(i, e))
+        except Exception as e:
+            raise ElementFailure(len(out), e) from e
+        return out, None
+
+    def apply_batch(self, batch: Any, ctx: OpContext) -> tuple[Any, bool]:
+        raise TypeError(f"{self.name} runs on records, not on batches: put it before the Batch")
 
 
 def transform_name(transform: Any, cls: type, kind: str, seed: int | None = None) -> str:

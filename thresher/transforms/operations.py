@@ -10,10 +10,11 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from thresher._compat import as_batch
 from thresher.errors import ConfigError
 from thresher.transforms.batch import Batch
 from thresher.transforms.filter import FilterTransform
-from thresher.transforms.kinds import FilterOp, MapOp, Operation, RandomMapOp, fn_name
+from thresher.transforms.kinds import FilterOp, MapOp, MapWithIndexOp, Operation, RandomMapOp, fn_name
 from thresher.transforms.map import MapTransform
 from thresher.transforms.random_map import RandomMapTransform, operation_salt
 
@@ -32,6 +33,9 @@ def describe(op: Any) -> str:
     """
     if isinstance(op, (Batch, *_TRANSFORMS)):
         return op.describe()
+    if callable(getattr(op, "map_with_index", None)):
+        fn = getattr(op, "_fn", None)
+        return f"MapWithIndex({fn_name(fn) if fn is not None else type(op).__qualname__})"
     return f"Map({fn_name(op)})"
 
 
@@ -39,6 +43,8 @@ def _operation(op: Any, index: int) -> Operation:
     if isinstance(op, _TRANSFORMS):
         return op.to_operation(index)
     # Duck-typed transforms (e.g. Grain's), so pipelines move over with a change of imports.
+    if callable(getattr(op, "map_with_index", None)):  # the engine passes the global position
+        return MapWithIndexOp(op.map_with_index, describe(op), index)
     if callable(getattr(op, "random_map", None)):
         return RandomMapOp(op.random_map, f"RandomMap({type(op).__qualname__})", index, operation_salt(index))
     if callable(getattr(op, "filter", None)) and not callable(op):
@@ -49,7 +55,7 @@ def _operation(op: Any, index: int) -> Operation:
         return MapOp(op, describe(op), index)
     raise ConfigError(
         f"operation {index} ({op!r}) is not a transform or a callable: pass a function, "
-        "MapTransform, RandomMapTransform, FilterTransform or Batch"
+        "MapTransform, RandomMapTransform, FilterTransform, MapWithIndexTransform or Batch"
     )
 
 
@@ -100,6 +106,7 @@ def plan_operations(operations: Sequence[Any]) -> Plan:
     record: list[Operation] = []
     after: list[Operation] = []
     batch: Batch | None = None
+    operations = [as_batch(op, i) or op for i, op in enumerate(operations)]  # Grain's Batch too
     for i, op in enumerate(operations):
         if isinstance(op, Batch):
             if batch is not None:
@@ -109,5 +116,8 @@ def plan_operations(operations: Sequence[Any]) -> Plan:
                 )
             batch = op
             continue
+        if batch is not None and callable(getattr(op, "map_with_index", None)):
+            raise ConfigError(f"operation {i} {describe(op)} comes after the Batch: put it before the Batch "
+                              "(its index is a record's position) or use a map on whole batches")
         (after if batch is not None else record).append(_operation(op, i))
     return Plan(tuple(record), batch, tuple(after), tuple(describe(op) for op in operations))

@@ -1,0 +1,62 @@
+"""Grain's ``ReadOptions`` and ``MultiprocessingOptions``.
+
+Example:
+    >>> import thresher.grain as grain
+    >>> grain.MultiprocessingOptions(num_workers=2).per_worker_buffer_size
+    1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from thresher.errors import ConfigError
+
+__all__ = ["MultiprocessingOptions", "ReadOptions"]
+
+
+def _count(value: object, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{what} must be an int >= 0, got {value!r}")
+
+
+@dataclass
+class ReadOptions:
+    """Grain's read options. thresher reads each chunk's records in one batched call in
+    the process that computes the chunk, so these are checked and then change nothing.
+
+    Example:
+        >>> from thresher.grain import ReadOptions
+        >>> ReadOptions(num_threads=8)
+        ReadOptions(num_threads=8, prefetch_buffer_size=500)
+    """
+
+    num_threads: int = 16
+    prefetch_buffer_size: int = 500
+
+    def __post_init__(self) -> None:
+        _count(self.num_threads, "ReadOptions.num_threads")
+        _count(self.prefetch_buffer_size, "ReadOptions.prefetch_buffer_size")
+
+
+@dataclass
+class MultiprocessingOptions:
+    """Grain's worker options: ``num_workers`` processes, each computing
+    ``per_worker_buffer_size`` chunks ahead. Results never depend on either.
+
+    ``enable_profiling`` is accepted; thresher's profile is ``iterator.stats()`` on
+    the iterator of a thresher DataLoader or Dataset.
+
+    Example:
+        >>> from thresher.grain import MultiprocessingOptions
+        >>> MultiprocessingOptions(num_workers=4).num_workers
+        4
+    """
+
+    num_workers: int = 0
+    per_worker_buffer_size: int = 1
+    enable_profiling: bool = False
+
+    def __post_init__(self) -> None:
+        _count(self.num_workers, "MultiprocessingOptions.num_workers")
+        _count(self.per_worker_buffer_size, "MultiprocessingOptions.per_worker_buffer_size")
