@@ -114,7 +114,8 @@ def _check_shape(state: Any) -> None:
                                 f"{STATE_VERSION})")
     position = _require(state, "position", (int,))
     if not 0 <= position < _MAX_POSITION:
-        raise InvalidStateError(f"state['position'] must be in [0, 2**62) (positions are 64-bit), got {position}")
+        raise InvalidStateError(f"state['position'] must be >= 0 and < 2**62 (positions are 64-bit), "
+                                f"got {position}")
     _require(state, "fingerprint", (str,))
     stream = _require(state, "stream", (dict,))
     geometry = _require(state, "geometry", (dict,))
@@ -136,7 +137,7 @@ def _check_shape(state: Any) -> None:
                                     f"{geometry['shard_count']}")
         g = _require(state, _SLOWEST_GLOBAL, (int,))
         if not 0 <= g < _MAX_POSITION:
-            raise InvalidStateError(f"state[{_SLOWEST_GLOBAL!r}] must be in [0, 2**62), got {g}")
+            raise InvalidStateError(f"state[{_SLOWEST_GLOBAL!r}] must be >= 0 and < 2**62, got {g}")
     if fingerprint(stream) != state["fingerprint"]:
         raise InvalidStateError("state['fingerprint'] does not match state['stream']: the state was edited "
                                 "or corrupted")
