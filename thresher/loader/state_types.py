@@ -263,7 +263,8 @@ class LoaderState:
                                     f"{STATE_VERSION})")
         position = _require(state, "position", (int,))
         if not 0 <= position < _MAX_POSITION:
-            raise InvalidStateError(f"state['position'] must be in [0, 2**62) (positions are 64-bit), got {position}")
+            raise InvalidStateError(f"state['position'] must be >= 0 and < 2**62 (positions are 64-bit), "
+                                    f"got {position}")
         saved_fingerprint = _require(state, "fingerprint", (str,))
         stream = StreamId.from_json(_require(state, "stream", (dict,)))
         geometry = Geometry.from_json(_require(state, "geometry", (dict,)))
