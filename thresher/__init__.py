@@ -19,7 +19,8 @@ from thresher.samplers import (
     ShardByJaxProcess,
     ShardOptions,
 )
-from thresher.sources.prepared import builder, data_source, prepare
+from thresher.sources.directory import builder, data_source
+from thresher.sources.prepared import prepare
 from thresher.splits import ReadInstruction, even_splits, split_for_jax_process
 from thresher.transforms import (
     Batch,

@@ -35,6 +35,7 @@ __all__ = [
     "WorkerError",
     "CacheError",
     "RandomAccessError",
+    "ConversionRequiredError",
 ]
 
 
@@ -127,3 +128,8 @@ class CacheError(ThresherError):
 class RandomAccessError(ThresherError, TypeError):
     """``len(ds)`` or ``ds[i]`` on a Dataset that an operation (filter, pack) made iterable-only;
     the message names the operation."""
+
+
+class ConversionRequiredError(SourceError):
+    """A dataset is stored in a format without random access (TFDS's tfrecord shards); the
+    message names the command that converts it (``thresher convert <dir>``)."""
