@@ -1,4 +1,4 @@
-"""The ``thresher`` command: ``info``, ``prepare`` and ``demo``.
+"""The ``thresher`` command: ``info``, ``prepare``, ``convert`` and ``demo``.
 
 ::
 
@@ -6,6 +6,7 @@
     thresher prepare OUT --split train train.npz --split test test.npz [options]
     thresher prepare OUT --split train images/train --split test images/test
     thresher prepare OUT --split train a.csv --class-label species
+    thresher convert TFDS_DIR [--out DIR] [--no-verify] [--quiet]
     thresher demo [ARGS...]
 
 Example:
@@ -95,6 +96,15 @@ def _prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _convert(args: argparse.Namespace) -> int:
+    from thresher.sources.tfds.convert import convert
+
+    out = convert(args.path, args.out, progress=not args.quiet, verify=not args.no_verify)
+    if not args.quiet:
+        print(f"converted: read it with thresher.data_source({out!r})", file=sys.stderr)
+    return 0
+
+
 def _demo(argv: Sequence[str]) -> int:
     import importlib
 
@@ -144,6 +154,18 @@ def _parser() -> argparse.ArgumentParser:
     prep.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     prep.add_argument("--quiet", action="store_true", help="no progress bars or summary")
 
+    conv = sub.add_parser(
+        "convert", help="convert a tfrecord TFDS dataset to ArrayRecord (random access)",
+        description="Reads the tfrecord shards of a TFDS-written dataset (no TensorFlow "
+                    "needed) and writes the same records to array_record shards.")
+    conv.add_argument("path", help="a TFDS version directory, or a dataset directory "
+                                   "(its newest version)")
+    conv.add_argument("--out", help="write a converted copy here (default: in place, beside "
+                                    "the tfrecord shards)")
+    conv.add_argument("--no-verify", action="store_true",
+                      help="skip the per-record data CRC32C check (faster)")
+    conv.add_argument("--quiet", action="store_true", help="no progress bar")
+
     sub.add_parser("demo", help="run the thresher demo (arguments are passed to it)",
                    add_help=False)
     return p
@@ -162,6 +184,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.command == "info":
             return _info(args)
+        if args.command == "convert":
+            return _convert(args)
         return _prepare(args)
     except ThresherError as e:
         print(f"thresher {args.command}: error: {e}", file=sys.stderr)

@@ -20,7 +20,7 @@ import json
 import os
 import re
 import string
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from thresher.errors import DatasetInfoError, FeatureError, SourceNotFoundError, SplitError
 from thresher.sources.prepared.info import SplitDict, SplitInfo
@@ -137,6 +137,11 @@ class TfdsInfo:
     def full_name(self) -> str:
         """``name/config/version`` (``name/version`` without a config)."""
         return "/".join(p for p in (self.name, self.config_name, self.version) if p)
+
+    @property
+    def tfds_splits(self) -> list[TfdsSplitInfo]:
+        """The splits, in dataset order."""
+        return [cast(TfdsSplitInfo, s) for s in self.splits.values()]
 
     @property
     def has_array_record(self) -> bool:
