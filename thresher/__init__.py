@@ -11,6 +11,7 @@ Example:
 
 from thresher import errors, features, samplers, sources, splits, transforms
 from thresher.dataset import Dataset
+from thresher.display import as_dataframe, show_examples
 from thresher.loader import DataLoader, DataLoaderIterator, LoaderStats, plot_timeline, trace
 from thresher.samplers import (
     IndexSampler,
@@ -46,6 +47,7 @@ __all__ = [
     "RecordMetadata",
     "ShardByJaxProcess",
     "ShardOptions",
+    "as_dataframe",
     "builder",
     "data_source",
     "errors",
@@ -54,6 +56,7 @@ __all__ = [
     "plot_timeline",
     "prepare",
     "samplers",
+    "show_examples",
     "sources",
     "split_for_jax_process",
     "splits",
