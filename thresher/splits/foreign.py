@@ -61,10 +61,12 @@ class ForeignSplit(AbstractSplit):
         out = []
         for p in parts:
             name = getattr(p, "splitname", getattr(p, "split", None))
-            if name not in sizes or not isinstance(p.from_, int) or not isinstance(p.to, int):
+            lo, hi = getattr(p, "from_", None), getattr(p, "to", None)
+            if name not in sizes or not all(v is None or isinstance(v, int) for v in (lo, hi)):
                 raise SplitError(f"split {self.split!r} resolved to {p!r}, which is not a range "
                                  f"of a split of this dataset")
             n = sizes[name].num_examples
-            lo = min(max(p.from_, 0), n)
-            out.append(AbsoluteInstruction(name, lo, min(max(p.to, lo), n)))
+            lo = 0 if lo is None else min(max(lo, 0), n)  # None: from the start / to the end
+            hi = n if hi is None else min(max(hi, lo), n)
+            out.append(AbsoluteInstruction(name, lo, hi))
         return out

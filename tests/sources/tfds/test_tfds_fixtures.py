@@ -116,3 +116,22 @@ def test_bad_split_names_the_split() -> None:
     with pytest.raises(SplitError, match="validation"):
         th.data_source(_dir("images"), split="validation")
     np.testing.assert_equal(len(th.data_source(_dir("images"), split="all")), 58)
+
+
+@pytest.mark.parametrize("name", ["images", "tensors"])
+def test_tfds_split_objects_are_accepted_as_they_are(name: str) -> None:
+    import tensorflow_datasets as tfds
+
+    exp = _EXPECTED[name]
+    for part, keys in zip(tfds.even_splits("train", n=3), exp["even_splits_train_3"]):
+        ds = th.data_source(_dir(name), split=part)
+        assert_same(ds.__getitems__(list(range(len(ds)))), _expected_records(name, keys),
+                    repr(part))
+        assert th.builder(_dir(name)).info.splits[part].num_examples == len(keys)
+    ri = (tfds.core.ReadInstruction("train", from_=10, to=40, unit="%")
+          + tfds.core.ReadInstruction("test", to=2))
+    for ds in th.data_source(_dir(name), split=[ri]):
+        assert_same(ds.__getitems__(list(range(len(ds)))),
+                    _expected_records(name, exp["read_instruction"]["keys"]), repr(ri))
+    with pytest.raises(SplitError, match="validation"):
+        th.data_source(_dir(name), split=tfds.core.ReadInstruction("validation"))
