@@ -11,12 +11,13 @@ a separate environment (it is not committed)::
 Then, in thresher's environment (the test extra has tensorflow-datasets, which reads
 array_record datasets without TensorFlow, and Grain)::
 
-    python benchmarks/tfds_read.py run /tmp/mnist_like [--records 20000] [--repeats 3]
+    python benchmarks/tfds_read.py run /tmp/mnist_like/mnist_like [--records 20000] [--repeats 3]
 
 Rows (records/s with decode; medians of ``--repeats``; ratios against TFDS in the same run):
 
 - in process: ``source.__getitems__`` on batches of 128 shuffled keys; thresher's
-  ``data_source`` vs ``tfds.data_source`` (both decode PNG with OpenCV when installed);
+  ``data_source`` vs ``tfds.data_source`` (both decode PNG with OpenCV when installed),
+  reading the same batches alternately; the ratio is the median of per-batch ratios;
 - 2 workers: thresher's ``DataLoader(worker_count=2)`` over its source vs Grain's
   ``DataLoader(worker_count=2)`` over TFDS's source (how TFDS documents multi-worker
   reading of ``tfds.data_source``), both shuffled with Batch(128).
@@ -69,23 +70,48 @@ def make(path: str, n: int = 60_000) -> None:
     print(f"written: {builder.data_dir}", file=sys.stderr)
 
 
-def _timed(fn: Callable[[], int], repeats: int) -> float:
-    rates = []
+def _rate(fn: Callable[[], int]) -> float:
+    t = time.perf_counter()
+    n = fn()
+    return n / (time.perf_counter() - t)
+
+
+def _paired(ours: Callable[[], int], theirs: Callable[[], int],
+            repeats: int) -> tuple[float, float, float]:
+    """Median rates of both, run alternately, and the median of the paired ratios (the
+    machine is shared: pairing keeps load changes out of the ratio)."""
+    a, b = [], []
     for _ in range(repeats):
-        t = time.perf_counter()
-        n = fn()
-        rates.append(n / (time.perf_counter() - t))
-    return statistics.median(rates)
+        a.append(_rate(ours))
+        b.append(_rate(theirs))
+    return (statistics.median(a), statistics.median(b),
+            statistics.median(x / y for x, y in zip(a, b)))
 
 
-def _in_process(source: Any, keys: np.ndarray) -> Callable[[], int]:
-    def run() -> int:
-        n = 0
-        for lo in range(0, len(keys), BATCH):
-            batch = source.__getitems__(keys[lo:lo + BATCH].tolist())
-            n += len(batch)
-        return n
-    return run
+def _in_process(ours: Any, theirs: Any, keys: np.ndarray) -> tuple[float, float, float]:
+    """Both sources read the same batches alternately, batch by batch; returns their
+    rates and the median of the per-batch ratios (robust to a shared machine's load)."""
+    spent = [0.0, 0.0]
+    ratios = []
+    for lo in range(0, len(keys), BATCH):
+        batch = keys[lo:lo + BATCH].tolist()
+        took = []
+        for i, source in enumerate((ours, theirs)):
+            t = time.perf_counter()
+            source.__getitems__(batch)
+            took.append(time.perf_counter() - t)
+            spent[i] += took[-1]
+        ratios.append(took[1] / took[0])
+    return len(keys) / spent[0], len(keys) / spent[1], statistics.median(ratios)
+
+
+def _drain(loader: Any, records: int) -> int:
+    n = 0
+    for batch in loader:
+        n += len(batch["label"])
+        if n >= records:
+            break
+    return n
 
 
 def run(path: str, records: int, repeats: int) -> None:
@@ -103,40 +129,33 @@ def run(path: str, records: int, repeats: int) -> None:
     for k in keys[:50].tolist():  # the same values
         a, b = ours[k], theirs[k]
         assert a["label"] == b["label"] and np.array_equal(a["image"], b["image"])
-    _in_process(ours, keys[:1000])()  # warm the page cache and the decoders
-    _in_process(theirs, keys[:1000])()
-    rows = [("in process", _timed(_in_process(ours, keys), repeats),
-             _timed(_in_process(theirs, keys), repeats))]
+    _in_process(ours, theirs, keys[:1000])  # warm the page cache and the decoders
+    runs = [_in_process(ours, theirs, keys) for _ in range(repeats)]
+    rows = [("in process",) + tuple(statistics.median(r[i] for r in runs) for i in range(3))]
 
     def thresher_workers() -> int:
         loader = th.DataLoader(ours, th.IndexSampler(len(ours), shuffle=True, seed=0,
                                                      num_epochs=1),
                                [th.Batch(BATCH)], worker_count=2)
-        n = 0
-        for batch in loader:
-            n += len(batch["label"])
-            if n >= records:
-                break
-        return n
+        return _drain(loader, records)
+
+    from absl import flags
+
+    if not flags.FLAGS.is_parsed():  # Grain's workers read absl flags (grain #1355)
+        flags.FLAGS.mark_as_parsed()
 
     def grain_workers() -> int:
         sampler = grain.IndexSampler(len(theirs), grain.NoSharding(), shuffle=True, seed=0,
                                      num_epochs=1)
         loader = grain.DataLoader(data_source=theirs, sampler=sampler,
                                   operations=[grain.Batch(BATCH)], worker_count=2)
-        n = 0
-        for batch in loader:
-            n += len(batch["label"])
-            if n >= records:
-                break
-        return n
+        return _drain(loader, records)
 
-    rows.append(("2 workers", _timed(thresher_workers, repeats),
-                 _timed(grain_workers, repeats)))
+    rows.append(("2 workers",) + _paired(thresher_workers, grain_workers, repeats))
     print(f"{records} records, {repeats} repeats (median), batch {BATCH}")
     print(f"{'':12} {'thresher rec/s':>16} {'tfds rec/s':>12} {'ratio':>7}")
-    for name, a, b in rows:
-        print(f"{name:12} {a:16,.0f} {b:12,.0f} {a / b:7.2f}x")
+    for name, a, b, ratio in rows:
+        print(f"{name:12} {a:16,.0f} {b:12,.0f} {ratio:7.2f}x")
 
 
 def main() -> None:

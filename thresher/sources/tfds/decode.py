@@ -80,17 +80,24 @@ def reshape_ragged(values: np.ndarray, row_lengths: list[np.ndarray],
     return out
 
 
+_CODEC: list[tuple[str, Any]] = []  # the image library, found once per process
+
+
 def _image_codec() -> tuple[str, Any]:
+    if _CODEC:
+        return _CODEC[0]
     try:
         import cv2
 
-        return "cv2", cv2
+        _CODEC.append(("cv2", cv2))
+        return _CODEC[0]
     except ImportError:
         pass
     try:
         from PIL import Image as PILImage
 
-        return "pil", PILImage
+        _CODEC.append(("pil", PILImage))
+        return _CODEC[0]
     except ImportError:
         raise FeatureError("TFDS Image features need OpenCV or Pillow to decode: pip install "
                            "'thresher[images]' (Pillow) or 'thresher[opencv]'") from None
@@ -116,7 +123,8 @@ def decode_image(data: bytes, feature: Image) -> np.ndarray:
         except (OSError, ValueError, SyntaxError) as e:
             raise FeatureError(f"cannot decode {len(data)} bytes as an image ({e})") from None
     if arr.ndim == 2:
-        return np.repeat(arr[..., None], feature.channels, axis=-1)
+        channels = feature.channels
+        return arr[:, :, None] if channels == 1 else np.repeat(arr[..., None], channels, -1)
     if arr.ndim == 3 and arr.shape[2] == 1 and feature.channels != 1:
         return np.repeat(arr, feature.channels, axis=-1)
     return arr
@@ -169,7 +177,10 @@ class _Leaf:
             dims = [int(s) if d is None else d for s, d in zip(shape, self.feature.shape)]
             return self._reshape(value, dims, where)
         key = self.name + "/ragged_flat_values" if self.rank > 1 else self.name
-        values = self._values(self._get(flat, key, where), key, where)
+        raw = self._get(flat, key, where)
+        if not self.shape and self.dtype == _OBJ and isinstance(raw, list) and len(raw) == 1:
+            return raw[0]  # one bytes value (an image, a text): what .item() would give
+        values = self._values(raw, key, where)
         if not self.shape:
             if values.size != 1:
                 raise CorruptSourceError(f"{where}: scalar feature {key!r} has {values.size} "

@@ -36,6 +36,8 @@ class WireError(ValueError):
 
 
 def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    if pos < end and buf[pos] < 0x80:  # most varints (tags, short lengths) are one byte
+        return buf[pos], pos + 1
     result = 0
     shift = 0
     while True:
@@ -123,6 +125,8 @@ def _list(buf: bytes, pos: int, end: int, kind: int) -> Value:
                 if n % 4:
                     raise WireError(f"packed floats of {n} bytes (not a multiple of 4)")
                 chunks.append(np.frombuffer(data, _F32))
+            elif n == 1 and data[0] < 0x80:  # a single small int (labels): no vector work
+                chunks.append(np.array([data[0]], np.int64))
             else:
                 chunks.append(decode_varints(data))
             pos += n
@@ -163,6 +167,24 @@ def _feature(buf: bytes, pos: int, end: int) -> Value:
 
 
 def _entry(buf: bytes, pos: int, end: int) -> tuple[str, Value]:
+    # The layout every protobuf serializer writes: key (field 1), then value (field 2)
+    # holding one list field that fills it. Anything else takes the general path.
+    if end - pos > 4 and buf[pos] == 10 and buf[pos + 1] < 0x80:
+        kend = pos + 2 + buf[pos + 1]
+        if kend + 2 < end and buf[kend] == 18:
+            vlen, vpos = _varint(buf, kend + 1, end)
+            if vpos + vlen == end and vpos + 1 < end and buf[vpos] in (10, 18, 26):
+                llen, lpos = _varint(buf, vpos + 1, end)
+                if lpos + llen == end:
+                    try:
+                        key = buf[pos + 2:kend].decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise WireError(f"feature name at byte {pos} is not UTF-8") from None
+                    return key, _list(buf, lpos, end, buf[vpos] >> 3)
+    return _entry_general(buf, pos, end)
+
+
+def _entry_general(buf: bytes, pos: int, end: int) -> tuple[str, Value]:
     key = ""
     value: Value = []
     for field, start, stop in _len_fields(buf, pos, end, "map entry"):
