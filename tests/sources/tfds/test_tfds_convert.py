@@ -138,3 +138,15 @@ def test_bad_length_checksum() -> None:
     with pytest.raises(CorruptSourceError, match="bad length checksum"):
         list(read_records(io.BytesIO(bytes(data)), "f"))
     assert struct.unpack("<Q", bytes(data[:8]))[0] == 3
+
+
+def test_info_command_on_tfds_directories(capsys: pytest.CaptureFixture) -> None:
+    assert main(["info", os.path.join(DATA, "images"), "--verify"]) == 0
+    out = capsys.readouterr()
+    assert "images/2.0.1" in out.out and "array_record" in out.out
+    assert "train            48 examples" in out.out and "ClassLabel(num_classes=5)" in out.out
+    assert "verified train: 48 records decode" in out.err
+    assert main(["info", os.path.join(DATA, "images_tfrecord")]) == 0
+    assert "thresher convert" in capsys.readouterr().out
+    assert main(["info", os.path.join(DATA, "images_tfrecord"), "--verify"]) == 2
+    assert "thresher convert" in capsys.readouterr().err
