@@ -11,6 +11,7 @@ Example:
 
 from thresher import errors, features, samplers, sources, splits, transforms
 from thresher.dataset import Dataset
+from thresher.display import as_dataframe, show_examples
 from thresher.loader import DataLoader, DataLoaderIterator, LoaderStats, plot_timeline, trace
 from thresher.samplers import (
     IndexSampler,
@@ -19,7 +20,8 @@ from thresher.samplers import (
     ShardByJaxProcess,
     ShardOptions,
 )
-from thresher.sources.prepared import builder, data_source, prepare
+from thresher.sources.directory import builder, data_source
+from thresher.sources.prepared import prepare
 from thresher.splits import ReadInstruction, even_splits, split_for_jax_process
 from thresher.transforms import (
     Batch,
@@ -47,6 +49,7 @@ __all__ = [
     "RecordMetadata",
     "ShardByJaxProcess",
     "ShardOptions",
+    "as_dataframe",
     "builder",
     "data_source",
     "errors",
@@ -55,6 +58,7 @@ __all__ = [
     "plot_timeline",
     "prepare",
     "samplers",
+    "show_examples",
     "sources",
     "split_for_jax_process",
     "splits",

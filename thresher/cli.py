@@ -1,4 +1,4 @@
-"""The ``thresher`` command: ``info``, ``prepare`` and ``demo``.
+"""The ``thresher`` command: ``info``, ``prepare``, ``convert`` and ``demo``.
 
 ::
 
@@ -7,6 +7,7 @@
     thresher prepare OUT --split train train.npz --split test test.npz [options]
     thresher prepare OUT --split train images/train --split test images/test
     thresher prepare OUT --split train a.csv --class-label species
+    thresher convert TFDS_DIR [--out DIR] [--no-verify] [--quiet]
     thresher demo [ARGS...]
 
 Example:
@@ -40,13 +41,15 @@ def _fmt_size(n: int) -> str:
 
 def _feature_lines(feature: Any, indent: str = "  ") -> list[str]:
     from thresher.features import FeaturesDict
+    from thresher.sources.tfds.features import FeaturesDict as TfdsFeaturesDict
 
-    if not isinstance(feature, FeaturesDict):
+    dicts = (FeaturesDict, TfdsFeaturesDict)
+    if not isinstance(feature, dicts):
         return [f"{indent}{feature!r}"]
     lines = []
     width = max((len(k) for k in feature), default=0)
     for key, f in feature.items():
-        if isinstance(f, FeaturesDict):
+        if isinstance(f, dicts):
             lines.append(f"{indent}{key}:")
             lines.extend(_feature_lines(f, indent + "  "))
         else:
@@ -54,26 +57,56 @@ def _feature_lines(feature: Any, indent: str = "  ") -> list[str]:
     return lines
 
 
-def _info(args: argparse.Namespace) -> int:
-    from thresher.sources.prepared import builder
+def _print_splits(info: Any) -> None:
+    print("splits:")
+    width = max([len(s) for s in info.splits] + [5])
+    for s in info.splits.values():
+        print(f"  {s.name:<{width}}  {s.num_examples:>12,} examples  {s.num_shards:>5} "
+              f"shard{'s' if s.num_shards != 1 else ' '}  {_fmt_size(s.num_bytes):>10}")
+    print(f"  {'all':<{width}}  {info.splits.total_num_examples:>12,} examples")
 
-    b = builder(args.path)
+
+def _tfds_info(b: Any, as_json: bool) -> None:
+    import json
+
     info = b.info
-    if args.json:
+    if as_json:
+        print(json.dumps(info.raw, indent=2))
+        return
+    print(f"{info.full_name}   ({b.data_dir})")
+    if info.description:
+        print(info.description)
+    formats = ", ".join((info.file_format,) + info.alternative_file_formats)
+    print(f"format: written by TensorFlow Datasets, shards: {formats}"
+          + ("" if info.has_array_record else " (run `thresher convert` for random access)"))
+    _print_splits(info)
+    print("features:")
+    print("\n".join(_feature_lines(info.features)))
+
+
+def _prepared_info(b: Any, as_json: bool) -> None:
+    info = b.info
+    if as_json:
         print(info.dumps(), end="")
     else:
         print(f"{info.name} {info.version}   ({b.data_dir})")
         if info.description:
             print(info.description)
         print(f"format: thresher.prepared v1, records shuffled: {'yes' if info.shuffled else 'no'}")
-        print("splits:")
-        width = max([len(s) for s in info.splits] + [5])
-        for s in info.splits.values():
-            print(f"  {s.name:<{width}}  {s.num_examples:>12,} examples  {s.num_shards:>5} "
-                  f"shard{'s' if s.num_shards != 1 else ' '}  {_fmt_size(s.num_bytes):>10}")
-        print(f"  {'all':<{width}}  {info.splits.total_num_examples:>12,} examples")
+        _print_splits(info)
         print("features:")
         print("\n".join(_feature_lines(info.features)))
+
+
+def _info(args: argparse.Namespace) -> int:
+    from thresher.sources.directory import builder
+    from thresher.sources.tfds import TfdsBuilder
+
+    b = builder(args.path)
+    if isinstance(b, TfdsBuilder):
+        _tfds_info(b, args.json)
+    else:
+        _prepared_info(b, args.json)
     if args.verify:
         for name, source in b.as_data_source().items():
             for lo in range(0, len(source), 1024):
@@ -96,6 +129,15 @@ def _prepare(args: argparse.Namespace) -> int:
     prepare(args.out, examples, features=features, num_shards=args.num_shards, name=args.name,
             version=args.version, description=args.description, shuffle=not args.no_shuffle,
             overwrite=args.overwrite, progress=not args.quiet)
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from thresher.sources.tfds.convert import convert
+
+    out = convert(args.path, args.out, progress=not args.quiet, verify=not args.no_verify)
+    if not args.quiet:
+        print(f"converted: read it with thresher.data_source({out!r})", file=sys.stderr)
     return 0
 
 
@@ -126,7 +168,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     info = sub.add_parser("info", help="print a prepared dataset's splits, sizes and features")
-    info.add_argument("path", help="a prepared dataset directory")
+    info.add_argument("path", help="a prepared dataset directory, or one written by "
+                                   "TensorFlow Datasets")
     info.add_argument("--json", action="store_true", help="print dataset_info.json")
     info.add_argument("--verify", action="store_true",
                       help="also open every shard and decode every record")
@@ -155,6 +198,18 @@ def _parser() -> argparse.ArgumentParser:
     prep.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     prep.add_argument("--quiet", action="store_true", help="no progress bars or summary")
 
+    conv = sub.add_parser(
+        "convert", help="convert a tfrecord TFDS dataset to ArrayRecord (random access)",
+        description="Reads the tfrecord shards of a TFDS-written dataset (no TensorFlow "
+                    "needed) and writes the same records to array_record shards.")
+    conv.add_argument("path", help="a TFDS version directory, or a dataset directory "
+                                   "(its newest version)")
+    conv.add_argument("--out", help="write a converted copy here (default: in place, beside "
+                                    "the tfrecord shards)")
+    conv.add_argument("--no-verify", action="store_true",
+                      help="skip the per-record data CRC32C check (faster)")
+    conv.add_argument("--quiet", action="store_true", help="no progress bar")
+
     sub.add_parser("demo", help="run the thresher demo (arguments are passed to it)",
                    add_help=False)
     return p
@@ -173,6 +228,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.command == "info":
             return _info(args)
+        if args.command == "convert":
+            return _convert(args)
         return _prepare(args)
     except ThresherError as e:
         print(f"thresher {args.command}: error: {e}", file=sys.stderr)

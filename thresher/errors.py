@@ -42,6 +42,7 @@ __all__ = [
     "WorkerError",
     "CacheError",
     "RandomAccessError",
+    "ConversionRequiredError",
 ]
 
 
@@ -151,3 +152,8 @@ class CacheError(ThresherError, RuntimeError):
 class RandomAccessError(ThresherError, TypeError):
     """``len(ds)`` or ``ds[i]`` on a Dataset that an operation (filter, pack) made iterable-only;
     the message names the operation."""
+
+
+class ConversionRequiredError(SourceError):
+    """A dataset is stored in a format without random access (TFDS's tfrecord shards); the
+    message names the command that converts it (``thresher convert <dir>``)."""

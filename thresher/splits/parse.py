@@ -31,6 +31,7 @@ from thresher.splits.base import (
     SplitArg,
     SplitSizeLike,
 )
+from thresher.splits.foreign import ForeignSplit, is_foreign_split
 from thresher.splits.read_instruction import ROUNDINGS, ReadInstruction
 from thresher.splits.union import SplitUnion
 
@@ -133,7 +134,8 @@ def _parse_part(spec: str, part: str) -> AbstractSplit:
 
 
 def parse_split(spec: SplitArg) -> AbstractSplit:
-    """Parses a split string; split objects are returned unchanged.
+    """Parses a split string; split objects are returned unchanged (another library's,
+    such as TFDS's ReadInstruction, are wrapped in a ForeignSplit).
 
     Raises SplitError quoting ``spec`` and saying what is wrong.
 
@@ -144,6 +146,8 @@ def parse_split(spec: SplitArg) -> AbstractSplit:
     """
     if isinstance(spec, AbstractSplit):
         return spec
+    if is_foreign_split(spec):  # TFDS's split objects, without importing TFDS
+        return ForeignSplit(spec)
     if not isinstance(spec, str):
         raise SplitError(f"a split is a string such as 'train[:75%]' or a split object, "
                          f"got {type(spec).__name__} {spec!r}")

@@ -189,7 +189,8 @@ class DatasetInfo:
             raise bad("the top level must be a JSON object")
         if d.get("format") != FORMAT:
             raise bad(f"'format' is {d.get('format')!r}, expected {FORMAT!r}: this is not a "
-                      "thresher prepared dataset")
+                      "thresher prepared dataset (thresher.data_source and thresher.builder "
+                      "also open directories written by TensorFlow Datasets)")
         version = field(d, "format_version", int, "")
         if version > FORMAT_VERSION:
             raise bad(f"format_version {version} is newer than this thresher supports "

@@ -1,0 +1,62 @@
+"""``builder(path)`` and ``data_source(path, split)`` for any dataset directory.
+
+A directory written by ``thresher.prepare`` opens as a prepared dataset; one written by
+TensorFlow Datasets (a version directory, or a dataset directory whose newest version is
+taken) opens as a TFDS dataset, read without TensorFlow (:mod:`thresher.sources.tfds`).
+
+Example:
+    >>> import tempfile, os
+    >>> import thresher as th
+    >>> path = os.path.join(tempfile.mkdtemp(), "toy")
+    >>> _ = th.prepare(path, {"train": [{"x": i} for i in range(4)]},
+    ...                features={"x": th.features.Scalar("int64")}, progress=False)
+    >>> type(th.builder(path)).__name__, len(th.data_source(path, split="train[:50%]"))
+    ('ReadOnlyBuilder', 2)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Union
+
+from thresher.sources import prepared
+from thresher.sources.prepared.layout import PathLike
+from thresher.sources.tfds.info import is_tfds_dir
+from thresher.sources.tfds.reader import TfdsBuilder
+
+__all__ = ["builder", "data_source"]
+
+
+def _is_tfds(path: PathLike) -> bool:
+    p = os.path.expanduser(os.fspath(path))
+    return os.path.isdir(p) and is_tfds_dir(p)
+
+
+def builder(path: PathLike) -> Union[prepared.ReadOnlyBuilder, TfdsBuilder]:
+    """Opens a dataset directory: thresher-prepared or TFDS-written.
+
+    For a TFDS directory, ``builder(path).info`` has ``features``, ``splits`` (with
+    ``num_examples``, ``shard_lengths``, and any split expression as key),
+    ``file_format`` and ``supervised_keys``. For a prepared one see
+    :func:`thresher.sources.prepared.builder`.
+    """
+    if _is_tfds(path):
+        return TfdsBuilder(os.path.expanduser(os.fspath(path)))
+    return prepared.builder(path)
+
+
+def data_source(path: PathLike, split: Any = None) -> Any:
+    """Random-access sources over a dataset directory, as ``tfds.data_source`` gives.
+
+    Args:
+        path: a thresher-prepared directory, a TFDS version directory, or a TFDS dataset
+            directory (its newest version is read).
+        split: None for ``{split name: source}``; a split string, a thresher or TFDS
+            split object (``tfds.even_splits(...)`` items, ``tfds.core.ReadInstruction``)
+            for one source; a list of them for a list of sources.
+
+    On a TFDS directory, key ``k`` is the record ``tfds.data_source`` returns at ``k``,
+    decoded to the same values. See :func:`thresher.sources.prepared.data_source` for
+    an example on a prepared directory.
+    """
+    return builder(path).as_data_source(split)

@@ -1,0 +1,66 @@
+"""Opening TFDS-written directories: :class:`TfdsBuilder`, what ``thresher.builder`` returns.
+
+Example (on the TFDS-written test fixture of this repository):
+    >>> import os
+    >>> import thresher as th
+    >>> path = os.path.join(os.path.dirname(th.__file__), "..", "tests", "fixtures", "tfds",
+    ...                     "data", "images")          # holds versions 1.0.0 and 2.0.1
+    >>> b = th.builder(path)
+    >>> b.info.version, b.info.splits["train"].num_examples, b.info.features["label"].names[:2]
+    ('2.0.1', 48, ['zero', 'one'])
+    >>> ds = th.data_source(path, split="train[:25%]")
+    >>> len(ds), ds[0]["image"].shape, type(ds[0]["label"]).__name__
+    (12, (28, 28, 1), 'int')
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Union
+
+from thresher.errors import ConversionRequiredError
+from thresher.sources.tfds.info import TfdsInfo
+from thresher.sources.tfds.source import TfdsSource
+from thresher.splits import SplitArg
+
+__all__ = ["TfdsBuilder"]
+
+SplitSelection = Union[None, SplitArg, list, tuple, Any]
+
+
+class TfdsBuilder:
+    """A dataset directory written by TensorFlow Datasets: its ``info`` and data sources.
+
+    Args:
+        path: a TFDS version directory (``~/tensorflow_datasets/mnist/3.0.1``) or a
+            dataset directory holding version directories (the newest is read).
+
+    ``as_data_source`` needs array_record shards; a tfrecord dataset raises
+    ConversionRequiredError naming ``thresher convert``.
+    """
+
+    def __init__(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        self.info: TfdsInfo = TfdsInfo.read(os.fspath(path))
+        self.data_dir = self.info.data_dir
+
+    def __repr__(self) -> str:
+        return f"TfdsBuilder({self.data_dir!r})"
+
+    def as_data_source(self, split: SplitSelection = None) -> Any:
+        """Sources for ``split``: a dict of every split (None), one source (a split
+        expression or split object, thresher's or TFDS's), or a list (a list of them)."""
+        if not self.info.has_array_record:
+            raise ConversionRequiredError(
+                f"the TFDS dataset {self.data_dir!r} is stored as {self.info.file_format} "
+                "shards, which have no random access. Convert it once to ArrayRecord with "
+                f"`thresher convert {self.data_dir}` (in place) or `thresher convert "
+                f"{self.data_dir} --out DIR`, then read the converted directory")
+        if split is None:
+            return {name: self._source(name) for name in self.info.splits}
+        if isinstance(split, (list, tuple)):
+            return [self._source(s) for s in split]
+        return self._source(split)
+
+    def _source(self, split: SplitArg) -> TfdsSource:
+        instructions = self.info.splits.resolve(split)
+        return TfdsSource(self.info, str(split), instructions)
