@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 import shutil
 from typing import Any, Iterable, Iterator, Mapping, Optional, Union
 
@@ -47,7 +48,8 @@ try:
 except ImportError as e:  # pragma: no cover - the extra is part of the test environment
     raise ImportError("thresher.beam needs Apache Beam: pip install 'thresher[beam]'") from e
 
-from thresher.errors import ConfigError
+from thresher import errors
+from thresher.errors import ConfigError, ThresherError
 from thresher.features import RecordCodec
 from thresher.sources.array_record_writer import ArrayRecordWriter
 from thresher.sources.prepared.info import DatasetInfo, SplitInfo
@@ -64,6 +66,8 @@ from thresher.sources.prepared.writer import (
 
 __all__ = ["WriteDataset", "prepare_on_beam"]
 
+_WORKER_ERROR = re.compile(r"thresher\.errors\.(\w+): (.*?)(?: \[while running [^\]]*\])?$",
+                           re.MULTILINE)
 Plan = Mapping[int, tuple[int, int]]  # bucket -> (records, bytes)
 
 
@@ -237,8 +241,22 @@ def prepare_on_beam(args: PrepareArgs, splits: Mapping[str, Any], runner: str,
             pcolls = {split: p | f"{split}/Create" >> beam.Create(list(examples))
                       for split, examples in splits.items()}
             _ = pcolls | transform
-    except BaseException:
+    except BaseException as e:
         if transform.tmp is not None:
             shutil.rmtree(transform.tmp, ignore_errors=True)
+        if isinstance(e, Exception) and not isinstance(e, ThresherError):
+            raise _worker_error(e) from e
         raise
     return DatasetInfo.read(args.target)
+
+
+def _worker_error(e: Exception) -> Exception:
+    """The thresher error a worker raised, out of the runner's wrapped error (else ``e``)."""
+    found = _WORKER_ERROR.findall(str(e))
+    if not found:
+        return e
+    name, message = found[-1]
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, ThresherError)):
+        return e
+    return cls(f"on a Beam worker: {message.strip()}")
