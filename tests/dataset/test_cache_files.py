@@ -154,3 +154,27 @@ def test_a_cache_sidecar_of_an_older_format_is_refused(tmp_path) -> None:
         json.dump({"version": 1, "fingerprint": "x", "num_records": 3}, f)
     with pytest.raises(th.errors.CacheError, match="another thresher"):
         list(ds.cache(path))
+
+
+def test_processes_of_a_pod_meet_through_files_and_time_out_naming_what_is_missing(tmp_path) -> None:
+    import threading
+
+    from thresher.dataset.cache_files import build_disk_cache
+
+    path = str(tmp_path / "pod.array_record")
+    with pytest.raises(th.errors.CacheError, match=r"pod.array_record-00001-of-00002.done.json"):
+        build_disk_cache(path, "fp", iter([1, 2]), process=(0, 2), timeout_s=0.3)
+    with pytest.raises(th.errors.CacheError, match="process 0 to finish"):
+        build_disk_cache(str(tmp_path / "other"), "fp", iter([3]), process=(1, 2), timeout_s=0.3)
+    views: dict[int, object] = {}
+
+    def member(i: int) -> None:
+        views[i] = build_disk_cache(path, "fp", iter(range(10 * i, 10 * i + 3)), process=(i, 2), timeout_s=30)
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in (1, 0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for v in views.values():
+        assert list(v.__getitems__(range(6))) == [0, 1, 2, 10, 11, 12]  # type: ignore[attr-defined]
