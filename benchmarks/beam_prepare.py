@@ -4,8 +4,9 @@ Each run is a fresh subprocess (``--child``) whose process tree is sampled for R
 0.1 s: for ``prepare`` the one process; for Beam the launching process (the DirectRunner
 keeps its shuffle data there) and each SDK worker process separately. Examples are made
 from their keys where they are needed (by the generator in one process, by the workers
-on Beam), so no input list is held anywhere. Shards are a fixed 25,000 records, so a
-shard, the unit a Beam worker holds, is the same at every dataset size.
+on Beam), so no input list is held anywhere. Shards are a fixed 25,000 records
+(``--records-per-shard``), so a shard, the unit a Beam worker holds, is the same at every
+dataset size.
 
     python -m benchmarks.beam_prepare --sizes 100000,200000 --repeats 3
 
@@ -50,10 +51,10 @@ def _features() -> Any:
             "label": th.features.ClassLabel(num_classes=10)}
 
 
-def child(mode: str, n: int, out: str) -> None:
+def child(mode: str, n: int, out: str, per_shard: int) -> None:
     import thresher as th
 
-    shards = max(1, n // RECORDS_PER_SHARD)
+    shards = max(1, n // per_shard)
     if mode == "prepare":
         th.prepare(out, {"train": (_example(i) for i in range(n))}, features=_features(),
                    num_shards=shards, keyed=True, progress=False, name="mnistlike")
@@ -91,13 +92,13 @@ def _sample(pid: int, peaks: dict[int, tuple[str, int]], stop: threading.Event) 
         stop.wait(0.1)
 
 
-def measure(mode: str, n: int) -> dict[str, Any]:
+def measure(mode: str, n: int, per_shard: int = RECORDS_PER_SHARD) -> dict[str, Any]:
     tmp = tempfile.mkdtemp(prefix="beam-bench-")
     try:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "benchmarks.beam_prepare", "--child", mode, str(n),
-                                 os.path.join(tmp, "ds")], env=env, stdout=subprocess.DEVNULL,
+                                 os.path.join(tmp, "ds"), str(per_shard)], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE)
         peaks: dict[int, tuple[str, int]] = {}
         stop = threading.Event()
@@ -122,17 +123,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100000,200000")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--child", nargs=3, metavar=("MODE", "N", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--records-per-shard", type=int, default=RECORDS_PER_SHARD)
+    ap.add_argument("--modes", default="prepare,beam")
+    ap.add_argument("--child", nargs=4, metavar=("MODE", "N", "OUT", "PER_SHARD"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child[0], int(args.child[1]), args.child[2])
+        child(args.child[0], int(args.child[1]), args.child[2], int(args.child[3]))
         return
     rows = []
     for n in [int(s) for s in args.sizes.split(",")]:
-        runs: dict[str, list[dict[str, Any]]] = {"prepare": [], "beam": []}
+        runs: dict[str, list[dict[str, Any]]] = {m: [] for m in args.modes.split(",")}
         for _ in range(args.repeats):
             for mode in runs:  # interleaved, so both modes see the same machine load
-                runs[mode].append(measure(mode, n))
+                runs[mode].append(measure(mode, n, args.records_per_shard))
         for mode, rs in runs.items():
             row = {k: statistics.median(r[k] for r in rs) for k in
                    ("records_per_s", "main_mib", "worker_mib", "seconds")}
@@ -141,7 +144,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     print(f"\n{'size':>8} {'mode':>8} {'records/s':>10} {'main MiB':>9} {'worker MiB':>11} {'ratio':>6}")
     for r in rows:
-        base = next(x for x in rows if x["n"] == r["n"] and x["mode"] == "prepare")
+        base = next((x for x in rows if x["n"] == r["n"] and x["mode"] == "prepare"), r)
         print(f"{r['n']:>8} {r['mode']:>8} {r['records_per_s']:>10.0f} {r['main_mib']:>9.0f} "
               f"{r['worker_mib']:>11.0f} {r['records_per_s'] / base['records_per_s']:>6.2f}")
 

@@ -51,7 +51,7 @@ def test_plain_serializer_round_trips_plain_data(value: object) -> None:
     assert _same(PLAIN.loads(PLAIN.dumps(value)), value)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(_values, st.data())
 def test_plain_serializer_refuses_damaged_records_with_cache_errors(value: object, data: st.DataObject) -> None:
     rec = bytearray(PLAIN.dumps(value))

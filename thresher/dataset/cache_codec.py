@@ -118,7 +118,7 @@ class _Reader:
         text = bytes(self.take(n)).decode("ascii", "replace")
         try:
             dtype = np.dtype(text)
-        except TypeError:
+        except (TypeError, ValueError, OverflowError):
             raise CacheError(f"cache record holds an unknown dtype {text!r}") from None
         if dtype.kind not in _ARRAY_KINDS or dtype.fields is not None:
             raise CacheError(f"cache record holds dtype {text!r}, which plain caches never store")
@@ -148,7 +148,12 @@ class _Reader:
         if tag in (b"s", b"b"):
             (n,) = self.unpack(_U64)
             raw = bytes(self.take(n))
-            return raw.decode("utf-8", "surrogatepass") if tag == b"s" else raw
+            if tag == b"b":
+                return raw
+            try:
+                return raw.decode("utf-8", "surrogatepass")
+            except UnicodeDecodeError:
+                raise CacheError("cache record holds a str that is not UTF-8") from None
         if tag == b"a":
             dtype = self.dtype()
             (ndim,) = self.unpack(_U8)
