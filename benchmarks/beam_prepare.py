@@ -10,8 +10,11 @@ dataset size.
 
     python -m benchmarks.beam_prepare --sizes 100000,200000 --repeats 3
 
+Modes: ``prepare`` (one process, ``keyed=True``), ``beam`` (``thresher.beam.WriteDataset``
+on the DirectRunner, 2 worker processes) and ``gbk`` (the same runner grouping the same
+pixels into the same number of shards with no thresher code: what the runner itself costs).
 Output: records/s and peak RSS per process (MiB), medians over the repeats, and the
-ratio Beam / prepare for the same size.
+ratio to ``prepare`` for the same size.
 """
 
 from __future__ import annotations
@@ -66,9 +69,13 @@ def child(mode: str, n: int, out: str, per_shard: int) -> None:
 
     opts = PipelineOptions(flags=[], direct_num_workers=2, direct_running_mode="multi_processing")
     with beam.Pipeline("DirectRunner", options=opts) as p:
-        _ = (p | beam.Create(range(-(-n // CHUNK)))
-               | beam.FlatMap(_chunk, n)
-               | th.beam.WriteDataset(out, features=_features(), num_shards=shards, name="mnistlike"))
+        examples = p | beam.Create(range(-(-n // CHUNK))) | beam.FlatMap(_chunk, n)
+        if mode == "beam":
+            _ = examples | th.beam.WriteDataset(out, features=_features(), num_shards=shards,
+                                               name="mnistlike")
+        else:  # "gbk": the runner alone: the same pixels grouped into the same shards, no thresher
+            _ = (examples | beam.Map(lambda kv: (kv[0] % shards, kv[1]["image"].tobytes()))
+                 | beam.GroupByKey() | beam.MapTuple(lambda k, v: sum(len(x) for x in v)))
 
 
 def _sample(pid: int, peaks: dict[int, tuple[str, int]], stop: threading.Event) -> None:
@@ -124,7 +131,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="100000,200000")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--records-per-shard", type=int, default=RECORDS_PER_SHARD)
-    ap.add_argument("--modes", default="prepare,beam")
+    ap.add_argument("--modes", default="prepare,beam,gbk")
     ap.add_argument("--child", nargs=4, metavar=("MODE", "N", "OUT", "PER_SHARD"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
