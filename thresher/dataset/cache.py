@@ -7,11 +7,13 @@ processes each worker keeps its own cache (an element may be computed up to W
 times, and the workers' caches end with the iterator). Use the on-disk cache to
 compute each element once whatever the worker count.
 
-On disk (``cache(path)``): the elements before the cache are computed once, in
-order, by the engine (in parallel when the pipeline has workers), serialised
-(pickle by default) and written to one ArrayRecord file atomically (a crash leaves
-no half file), with a JSON sidecar holding the pipeline's fingerprint. Later runs,
-in any process, read the file; a file built by another pipeline is refused. The
+On disk (``cache(path)``, ``thresher.dataset.cache_files``): the elements before
+the cache are computed once, in order, by the engine (in parallel when the pipeline
+has workers; split over the processes of a JAX pod), serialised without pickle by
+default (``thresher.dataset.cache_codec``) and written to ArrayRecord files
+atomically (a crash leaves no half file), with a JSON sidecar holding the pipeline's
+fingerprint and a digest of every file. Later runs, in any process, read the files;
+files built by another pipeline or serializer, or changed since, are refused. The
 cache is built when the dataset is first compiled (first ``iter``, ``len`` or
 ``ds[i]``). Because it is built in order and counted, it also restores random
 access after a filter.
@@ -31,22 +33,15 @@ Example:
 
 from __future__ import annotations
 
-import json
-import os
-import pickle
 import sys
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from thresher.errors import CacheError
-from thresher.sources.array_record import ArrayRecordSource
-from thresher.sources.array_record_writer import ArrayRecordWriter
 from thresher.sources.protocol import read_many
 
-__all__ = ["DiskCacheView", "MemoryCacheView", "build_disk_cache", "element_nbytes"]
-
-_META_VERSION = 1
+__all__ = ["MemoryCacheView", "element_nbytes"]
 
 
 def element_nbytes(x: Any) -> int:
@@ -107,83 +102,3 @@ class MemoryCacheView:
 
     def __repr__(self) -> str:
         return f"MemoryCacheView({len(self._store)} cached of {len(self)})"
-
-
-class DiskCacheView:
-    """The records of an on-disk cache file, deserialised."""
-
-    def __init__(self, path: str, loads: Any) -> None:
-        self._source = ArrayRecordSource(path)
-        self._loads = loads
-        self.path = path
-
-    def __len__(self) -> int:
-        return len(self._source)
-
-    def __getitem__(self, key: int) -> Any:
-        return self._loads(self._source[key])
-
-    def __getitems__(self, keys: Sequence[int]) -> list[Any]:
-        loads = self._loads
-        return [loads(b) for b in self._source.__getitems__(keys)]
-
-    def __repr__(self) -> str:
-        return f"DiskCacheView({self.path!r}, {len(self)} elements)"
-
-
-def _meta_path(path: str) -> str:
-    return path + ".json"
-
-
-def _write_json_atomically(path: str, data: dict[str, Any]) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
-
-
-def build_disk_cache(path: str, fingerprint: str, elements: Iterable[Any], *, serializer: Any = None,
-                     max_bytes: int | None = None) -> DiskCacheView:
-    """Opens the cache at ``path``, building it from ``elements`` when it is not there.
-
-    ``elements`` is only iterated when the cache has to be built. ``serializer`` has
-    ``dumps``/``loads`` (default: pickle).
-
-    Example:
-        >>> import os, tempfile
-        >>> from thresher.dataset.cache import build_disk_cache
-        >>> path = os.path.join(tempfile.mkdtemp(), "cache.array_record")
-        >>> view = build_disk_cache(path, "f00d", iter([{"a": 1}, {"a": 2}]))
-        >>> len(view), view[1]
-        (2, {'a': 2})
-        >>> len(build_disk_cache(path, "f00d", iter([])))  # found: not rebuilt
-        2
-    """
-    ser = serializer if serializer is not None else pickle
-    path = os.fspath(path)
-    meta_path = _meta_path(path)
-    if os.path.exists(meta_path) and os.path.exists(path):
-        try:
-            with open(meta_path) as f:
-                meta = json.load(f)
-        except (OSError, ValueError) as e:
-            raise CacheError(f"the cache sidecar {meta_path!r} is unreadable ({e}); delete {path!r} and it") from e
-        if meta.get("fingerprint") != fingerprint:
-            raise CacheError(
-                f"the on-disk cache {path!r} was built by another pipeline (fingerprint {meta.get('fingerprint')}, "
-                f"this one {fingerprint}); delete {path!r} and {meta_path!r} to rebuild it, or cache elsewhere")
-        return DiskCacheView(path, ser.loads)
-    total = 0
-    with ArrayRecordWriter(path) as writer:
-        for i, element in enumerate(elements):
-            record = ser.dumps(element)
-            total += len(record)
-            if max_bytes is not None and total > max_bytes:
-                raise CacheError(
-                    f"the on-disk cache {path!r} would pass max_bytes={max_bytes} at element {i} (serialised size "
-                    f"so far {total} bytes); raise max_bytes or cache smaller elements. Nothing was written")
-            writer.write(record)
-        count = writer.count
-    _write_json_atomically(meta_path, {"version": _META_VERSION, "fingerprint": fingerprint, "num_records": count,
-                                       "bytes": total})
-    return DiskCacheView(path, ser.loads)

@@ -41,7 +41,8 @@ from functools import cached_property
 from typing import Any, Callable, Sequence
 
 from thresher.dataset import nodes as N
-from thresher.dataset.cache import MemoryCacheView, build_disk_cache
+from thresher.dataset.cache import MemoryCacheView
+from thresher.dataset.cache_files import build_disk_cache, pod_process
 from thresher.dataset.fused import fused_filter, fused_map
 from thresher.dataset.interleave import InterleaveView
 from thresher.dataset.mix import MixSchedule, MixView
@@ -363,15 +364,36 @@ def _cache(stage: _Stage, node: N.Cache, ctx: _Context) -> _Stage:
     ctx.stages.append(f"stage {index}: {_stage_line(stage)}  [written once to {node.path}]")
     digest = ctx.prefix_digest(node.at) if ctx.prefix_digest is not None else "?"
 
+    process = pod_process()
+
     def elements() -> Any:
-        source, sampler = stage.engine()
+        source, sampler = stage.engine(_cache_part(stage, *process))
         ctx.reseeded = ctx.reseeded or isinstance(source, RepeatView)
         loader = DataLoader(source, sampler, stage.operations(), worker_count=ctx.worker_count)
         with iter(loader) as it:
             yield from it
 
-    disk = build_disk_cache(node.path, digest, elements(), serializer=node.serializer, max_bytes=node.max_bytes)
+    disk = build_disk_cache(node.path, digest, elements(), serializer=node.serializer, max_bytes=node.max_bytes,
+                            process=process, timeout_s=node.timeout_s)
     return _Stage(disk, f"DiskCacheView({node.path!r})")
+
+
+def _cache_part(stage: _Stage, index: int, count: int) -> ShardOptions | None:
+    """Process ``index``'s contiguous part of the stage's stream, for a cache built by a pod.
+
+    Parts are whole blocks of the stream, so their concatenation is the one-process
+    stream. With a Filter before a Batch, batches depend on what came before them:
+    process 0 then builds the whole cache and the others wait for it.
+    """
+    if count == 1:
+        return None
+    total = len(stage.source) * (stage.epochs or 1)
+    if stage.batch is not None and stage.lost is not None:
+        return ShardOptions(index, count, block_size=max(1, total))
+    step = stage.batch.batch_size if stage.batch is not None else 1
+    block = -(-total // count)
+    block = max(step, -(-block // step) * step)
+    return ShardOptions(index, count, block_size=block)
 
 
 def _build(nodes: Sequence[N.Node], ctx: _Context) -> tuple[_Stage, ShardOptions | None, PackFront | None,

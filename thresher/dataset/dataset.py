@@ -324,9 +324,16 @@ class Dataset:
         return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b))
 
     def cache(self, path: str | os.PathLike[str] | None = None, *, max_bytes: int | None = None,
-              serializer: Any = None) -> "Dataset":
-        """Caches the elements so far: in memory (per process), or in an ArrayRecord
-        file at ``path`` (built once, atomically). See ``thresher.dataset.cache``.
+              serializer: Any = None, timeout_s: float = 3600.0) -> "Dataset":
+        """Caches the elements so far: in memory (per process), or in ArrayRecord files at
+        ``path`` (built once, atomically, and once for a whole JAX pod). See
+        ``thresher.dataset.cache`` and ``thresher.dataset.cache_files``.
+
+        On disk, elements are stored without pickle by default: NumPy arrays and scalars,
+        str, bytes, numbers and dicts/lists/tuples of them (``cache_codec.PLAIN``). Pass
+        ``serializer=pickle`` (anything with ``dumps``/``loads``) to store other objects,
+        only for files you trust: unpickling a file written by someone else runs their
+        code. ``timeout_s``: how long the processes of a pod wait for each other's parts.
 
         Example:
             >>> import thresher as th
@@ -338,8 +345,11 @@ class Dataset:
             _positive_int(max_bytes, "cache max_bytes", 0)
         if serializer is not None and not (hasattr(serializer, "dumps") and hasattr(serializer, "loads")):
             raise ConfigError("cache serializer needs dumps() and loads() (like the pickle module)")
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+            raise ConfigError(f"cache timeout_s must be a number of seconds > 0, got {timeout_s!r}")
         p = None if path is None else os.fspath(path)
-        return self._then(lambda at: N.Cache(at=at, path=p, max_bytes=max_bytes, serializer=serializer))
+        return self._then(lambda at: N.Cache(at=at, path=p, max_bytes=max_bytes, serializer=serializer,
+                                             timeout_s=float(timeout_s)))
 
     def pack(self, seq_len: int, *, window: int = 256, truncate: bool = False) -> "Dataset":
         """Packs token records into rows of ``seq_len`` with ``segment_ids`` and

@@ -205,6 +205,7 @@ class Cache(Node):
     path: str | None = None
     max_bytes: int | None = None
     serializer: Any = None
+    timeout_s: float = 3600.0
 
     def describe(self) -> str:
         where = "memory" if self.path is None else "disk"

@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import math
@@ -47,6 +48,7 @@ from thresher.randomness.seeds import derive_seed
 from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.array_record_writer import ArrayRecordWriter
 from thresher.sources.prepared.info import DatasetInfo, SplitDict, SplitInfo
+from thresher.sources.prepared.keys import describe_key, key_bytes, sort_key
 from thresher.sources.prepared.layout import (
     DATASET_NAME_RE,
     INFO_FILE,
@@ -57,7 +59,7 @@ from thresher.sources.prepared.layout import (
 )
 from thresher.splits import check_split_name
 
-__all__ = ["prepare", "shuffle_key", "TARGET_SHARD_BYTES"]
+__all__ = ["prepare", "shuffle_key", "shard_bounds", "commit_dataset", "check_prepare_args", "TARGET_SHARD_BYTES"]
 
 TARGET_SHARD_BYTES = 256 << 20
 _DOMAIN_PREPARE = 0x50524550  # "PREP"
@@ -68,6 +70,18 @@ def shuffle_key(split: str) -> int:
     """The fixed 64-bit key of the on-disk order of ``split`` (same on every machine)."""
     digest = hashlib.blake2b(split.encode("utf-8"), digest_size=8).digest()
     return derive_seed(_DOMAIN_PREPARE, int.from_bytes(digest, "little"))
+
+
+def shard_bounds(count: int, nbytes: int, num_shards: Optional[int]) -> list[int]:
+    """Where the shards of a split of ``count`` records (``nbytes`` of records) start and end.
+
+    Example:
+        >>> shard_bounds(10, 100, 3)
+        [0, 3, 7, 10]
+    """
+    shards = num_shards or max(1, math.ceil(nbytes / TARGET_SHARD_BYTES))
+    shards = max(1, min(shards, count))
+    return [round(count * i / shards) for i in range(shards + 1)]
 
 
 def _rows(columns: Mapping[str, Any], where: str) -> tuple[Iterator[Any], int]:
@@ -118,18 +132,21 @@ class _SplitWriter:
     """Writes one split into the temporary directory."""
 
     def __init__(self, tmp: str, dataset: str, split: str, codec: RecordCodec,
-                 num_shards: Optional[int], shuffle: bool, progress: bool) -> None:
+                 num_shards: Optional[int], shuffle: bool, progress: bool,
+                 keyed: bool = False) -> None:
         self.tmp, self.dataset, self.split = tmp, dataset, split
         self.codec, self.num_shards, self.shuffle, self.progress = (
             codec, num_shards, shuffle, progress)
+        self.keyed = keyed
+        self.sort_keys: list[bytes] = []
 
     def write(self, examples: Any) -> SplitInfo:
         spill = os.path.join(self.tmp, f".spill-{self.split}.array_record")
         count, nbytes = self._spill(examples, spill)
-        shards = self.num_shards or max(1, math.ceil(nbytes / TARGET_SHARD_BYTES))
-        shards = max(1, min(shards, count))
-        bounds = [round(count * i / shards) for i in range(shards + 1)]
-        perm = Permutation(count, shuffle_key(self.split)) if self.shuffle else None
+        bounds = shard_bounds(count, nbytes, self.num_shards)
+        shards = len(bounds) - 1
+        order = self._key_order() if self.keyed else None
+        perm = Permutation(count, shuffle_key(self.split)) if self.shuffle and not self.keyed else None
         source = ArrayRecordSource(glob.escape(spill)) if count else None
         bar = _progress(self.progress, count, f"{self.dataset} {self.split}: shuffle+shard")
         lengths, size = [], 0
@@ -138,7 +155,8 @@ class _SplitWriter:
             with ArrayRecordWriter(path) as w:
                 for lo in range(bounds[s], bounds[s + 1], _READ_CHUNK):
                     positions = np.arange(lo, min(lo + _READ_CHUNK, bounds[s + 1]), dtype=np.uint64)
-                    keys = perm(positions) if perm is not None else positions
+                    keys = (order[positions] if order is not None
+                            else perm(positions) if perm is not None else positions)
                     assert source is not None
                     for rec in source.__getitems__(cast(Sequence[int], keys.astype(np.int64))):
                         w.write(rec)
@@ -156,6 +174,9 @@ class _SplitWriter:
     def _spill(self, examples: Any, spill: str) -> tuple[int, int]:
         total: Optional[int]
         if isinstance(examples, Mapping):
+            if self.keyed:
+                raise ConfigError(f"split {self.split!r}: keyed=True needs an iterable of (key, "
+                                  "example) pairs, not a dict of columns")
             examples, total = _rows(examples, f"split {self.split!r}")
         else:
             total = len(examples) if hasattr(examples, "__len__") else None
@@ -166,7 +187,10 @@ class _SplitWriter:
         count = nbytes = 0
         with ArrayRecordWriter(spill) as w:
             for i, example in enumerate(examples):
-                rec = self.codec.encode(example, where=f"example {i} of split {self.split!r}")
+                where = f"example {i} of split {self.split!r}"
+                if self.keyed:
+                    example = self._key(example, where)
+                rec = self.codec.encode(example, where=where)
                 w.write(rec)
                 count += 1
                 nbytes += len(rec)
@@ -175,6 +199,27 @@ class _SplitWriter:
         if bar is not None:
             bar.close()
         return count, nbytes
+
+
+    def _key(self, pair: Any, where: str) -> Any:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise ConfigError(f"{where}: keyed=True needs (key, example) pairs, got "
+                              f"{type(pair).__name__}")
+        kb = key_bytes(pair[0], where)
+        self.sort_keys.append(sort_key(shuffle_key(self.split), kb, shuffle=self.shuffle))
+        return pair[1]
+
+    def _key_order(self) -> np.ndarray:
+        """Spill positions in increasing sort-key order (keys.py); refuses duplicate keys."""
+        sks = self.sort_keys
+        order = sorted(range(len(sks)), key=sks.__getitem__)
+        for a, b in zip(order, order[1:]):
+            if sks[a] == sks[b]:
+                raise ConfigError(f"split {self.split!r}: examples {a} and {b} have the same key "
+                                  f"{describe_key(sks[a][8:] if self.shuffle else sks[a])}; keys "
+                                  "must be unique within a split")
+        self.sort_keys = []
+        return np.asarray(order, dtype=np.int64)
 
 
 def _dataset_name(path: str, name: Optional[str]) -> str:
@@ -186,6 +231,69 @@ def _dataset_name(path: str, name: Optional[str]) -> str:
         raise ConfigError(f"invalid dataset name {name!r}: use letters, digits, '_', '.', '-' "
                           "(it is part of the shard file names)")
     return name
+
+
+@dataclasses.dataclass(frozen=True)
+class PrepareArgs:
+    """The checked arguments of a ``prepare`` call (shared by the one-process and Beam paths)."""
+
+    target: str
+    dataset: str
+    shard_counts: dict[str, Optional[int]]
+    codec: RecordCodec
+    version: str
+    description: str
+    shuffle: bool
+
+
+def check_prepare_args(path: PathLike, split_names: Sequence[str], features: Any,
+                       num_shards: Union[None, int, Mapping[str, int]], name: Optional[str],
+                       version: str, description: str, shuffle: bool,
+                       overwrite: bool) -> PrepareArgs:
+    """Checks ``prepare``'s arguments; ConfigError names the one that is wrong."""
+    target = os.path.abspath(os.fspath(path))
+    dataset = _dataset_name(target, name)
+    if not split_names:
+        raise ConfigError("splits must be a non-empty dict {split name: examples}")
+    for split in split_names:
+        check_split_name(split)
+    if isinstance(num_shards, Mapping):
+        unknown = set(num_shards) - set(split_names)
+        if unknown:
+            raise ConfigError(f"num_shards names unknown split(s) {sorted(unknown)}")
+    shard_counts = {s: num_shards.get(s) if isinstance(num_shards, Mapping) else num_shards
+                    for s in split_names}
+    for s, n in shard_counts.items():
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ConfigError(f"num_shards for split {s!r} must be an int >= 1, got {n!r}")
+    if not isinstance(version, str) or not version:
+        raise ConfigError(f"version must be a non-empty string, got {version!r}")
+    codec = RecordCodec(as_feature(features))
+    if os.path.exists(target) and not overwrite:
+        raise ConfigError(f"{target!r} already exists; pass overwrite=True (or --overwrite) "
+                          "to replace it")
+    return PrepareArgs(target, dataset, shard_counts, codec, version, description, bool(shuffle))
+
+
+def temp_dir(target: str) -> str:
+    """A new hidden working directory beside ``target`` (readers refuse it)."""
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    return tempfile.mkdtemp(prefix=f".{os.path.basename(target)}{TEMP_MARK}", dir=parent)
+
+
+def commit_dataset(tmp: str, args: PrepareArgs, infos: Sequence[SplitInfo]) -> None:
+    """Writes ``dataset_info.json`` last into ``tmp``, syncs, and renames ``tmp`` into place."""
+    info = DatasetInfo(args.dataset, args.version, args.description, args.codec.features,
+                       SplitDict(list(infos)), data_dir=None, shuffled=args.shuffle)
+    info_path = os.path.join(tmp, INFO_FILE)
+    with open(info_path, "w", encoding="utf-8") as f:
+        f.write(info.dumps())
+    for entry in os.listdir(tmp):
+        _fsync(os.path.join(tmp, entry))
+    _fsync(tmp)
+    parent = os.path.dirname(args.target)
+    _commit(tmp, args.target, os.path.basename(args.target), parent)
 
 
 def prepare(
@@ -200,6 +308,9 @@ def prepare(
     shuffle: bool = True,
     overwrite: bool = False,
     progress: bool = True,
+    keyed: bool = False,
+    beam_runner: Optional[str] = None,
+    beam_options: Optional[Mapping[str, Any]] = None,
 ) -> DatasetInfo:
     """Writes a prepared dataset directory that ``thresher.data_source`` reads.
 
@@ -214,59 +325,43 @@ def prepare(
         version: the dataset version, stored in ``dataset_info.json``.
         description: free text, stored in ``dataset_info.json``.
         shuffle: store records in a fixed pseudo-random order (True, like TFDS) or in
-            input order.
+            input order (in key order with ``keyed=True``).
         overwrite: replace an existing directory at ``path``.
         progress: show tqdm progress bars (if tqdm is installed) and print a summary
             to stderr.
+        keyed: examples are ``(key, example)`` pairs with unique int/str/bytes keys; the
+            order on disk is then a function of the keys alone
+            (``thresher.sources.prepared.keys``), the same as ``thresher.beam`` writes.
+            Without keys the order is a function of the input order.
+        beam_runner: run on Apache Beam with this runner (``"DirectRunner"``,
+            ``"DataflowRunner"``, ...; implies ``keyed=True``): the same bytes as one process.
+            See ``thresher.beam`` and ``docs/beam.md``.
+        beam_options: Beam pipeline options, e.g. ``{"direct_num_workers": 2}``.
 
     Returns:
         The DatasetInfo of the new dataset.
     """
-    target = os.path.abspath(os.fspath(path))
-    dataset = _dataset_name(target, name)
     if not isinstance(splits, Mapping) or not splits:
         raise ConfigError("splits must be a non-empty dict {split name: examples}")
-    for split in splits:
-        check_split_name(split)
-    if isinstance(num_shards, Mapping):
-        unknown = set(num_shards) - set(splits)
-        if unknown:
-            raise ConfigError(f"num_shards names unknown split(s) {sorted(unknown)}")
-    shard_counts = {s: num_shards.get(s) if isinstance(num_shards, Mapping) else num_shards
-                    for s in splits}
-    for s, n in shard_counts.items():
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ConfigError(f"num_shards for split {s!r} must be an int >= 1, got {n!r}")
-    if not isinstance(version, str) or not version:
-        raise ConfigError(f"version must be a non-empty string, got {version!r}")
-    codec = RecordCodec(as_feature(features))
-    if os.path.exists(target) and not overwrite:
-        raise ConfigError(f"{target!r} already exists; pass overwrite=True (or --overwrite) "
-                          "to replace it")
-    parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
-    base = os.path.basename(target)
+    args = check_prepare_args(path, list(splits), features, num_shards, name, version,
+                              description, shuffle, overwrite)
+    if beam_runner is not None:
+        from thresher.beam import prepare_on_beam
+
+        return prepare_on_beam(args, splits, beam_runner, beam_options or {})
     start = time.perf_counter()
-    tmp = tempfile.mkdtemp(prefix=f".{base}{TEMP_MARK}", dir=parent)
+    tmp = temp_dir(args.target)
     try:
         infos = [
-            _SplitWriter(tmp, dataset, split, codec, shard_counts[split], shuffle,
-                         progress).write(examples)
+            _SplitWriter(tmp, args.dataset, split, args.codec, args.shard_counts[split],
+                         args.shuffle, progress, keyed).write(examples)
             for split, examples in splits.items()
         ]
-        info = DatasetInfo(dataset, version, description, codec.features, SplitDict(infos),
-                           data_dir=None, shuffled=bool(shuffle))
-        info_path = os.path.join(tmp, INFO_FILE)
-        with open(info_path, "w", encoding="utf-8") as f:
-            f.write(info.dumps())
-        for entry in os.listdir(tmp):
-            _fsync(os.path.join(tmp, entry))
-        _fsync(tmp)
-        _commit(tmp, target, base, parent)
+        commit_dataset(tmp, args, infos)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    info = DatasetInfo.read(target)
+    info = DatasetInfo.read(args.target)
     if progress:
         _summary(info, time.perf_counter() - start)
     return info
