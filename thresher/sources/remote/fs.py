@@ -22,8 +22,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from thresher.errors import ConfigError, CorruptSourceError, SourceError, SourceNotFoundError
 
-__all__ = ["RemoteObject", "is_url", "local_path", "filesystem", "expand", "read_range",
-           "describe_error"]
+__all__ = ["RemoteObject", "is_url", "local_path", "join", "filesystem", "expand", "list_names",
+           "read_bytes", "read_range", "describe_error"]
 
 _GLOB_CHARS = frozenset("*?[")
 StorageOptions = Optional[Mapping[str, Any]]
@@ -41,6 +41,13 @@ def local_path(path: str) -> str:
         if path.startswith(prefix):
             return path[len(prefix):]
     return path
+
+
+def join(base: str, *names: str) -> str:
+    """``base/name/...``: with ``/`` for URLs, ``os.path.join`` for local paths."""
+    if not is_url(base):
+        return os.path.join(base, *names)
+    return "/".join([base.rstrip("/"), *names])
 
 
 def filesystem(url: str, storage_options: StorageOptions = None) -> tuple[Any, str]:
@@ -77,45 +84,100 @@ def _version(info: Mapping[str, Any]) -> str:
 
 
 def expand(patterns: Sequence[str], storage_options: StorageOptions = None) -> list[RemoteObject]:
-    """Resolves URLs and URL globs (sorted per glob) to objects with their sizes."""
+    """Resolves URLs and URL globs (sorted per glob) to objects with their sizes.
+
+    Exact URLs that share a parent are looked up with one listing of that parent.
+    """
+    found: dict[str, RemoteObject] = {}
+    parents: dict[str, list[str]] = {}
+    for url in patterns:
+        if not _GLOB_CHARS & set(url):
+            parents.setdefault(url.rsplit("/", 1)[0], []).append(url)
+    for parent, urls in parents.items():
+        if len(urls) > 1:
+            found.update(_listing(parent, storage_options))
     out: list[RemoteObject] = []
     for url in patterns:
-        fs, path = filesystem(url, storage_options)
-        try:
-            if _GLOB_CHARS & set(path):
-                found = fs.glob(path, detail=True)
-                files = sorted((p, i) for p, i in found.items() if i.get("type") != "directory")
-                if not files:
-                    raise SourceNotFoundError(f"the pattern {url!r} matches no object")
-                out.extend(RemoteObject(fs.unstrip_protocol(p), int(i["size"]), _version(i))
-                           for p, i in files)
-                continue
-            info = fs.info(path)
-        except SourceError:
-            raise
-        except Exception as e:
-            raise describe_error(e, url, "listing") from e
-        if info.get("type") == "directory":
-            raise SourceNotFoundError(
-                f"{url!r} is a directory; pass the ArrayRecord objects in it (e.g. "
-                f"{url.rstrip('/')}/*.array_record*) or use thresher.data_source() for a "
-                "prepared dataset directory")
-        out.append(RemoteObject(url, int(info["size"]), _version(info)))
+        if url in found:
+            out.append(found[url])
+        elif _GLOB_CHARS & set(url):
+            out.extend(_glob(url, storage_options))
+        else:
+            out.append(_one(url, storage_options))
     return out
 
 
+def _listing(parent: str, storage_options: StorageOptions) -> dict[str, RemoteObject]:
+    fs, path = filesystem(parent, storage_options)
+    try:
+        entries = fs.ls(path, detail=True)
+    except Exception:
+        return {}  # each URL is then looked up alone, with its own error
+    return {fs.unstrip_protocol(i["name"]): RemoteObject(fs.unstrip_protocol(i["name"]),
+                                                         int(i["size"]), _version(i))
+            for i in entries if i.get("type") != "directory"}
+
+
+def _glob(url: str, storage_options: StorageOptions) -> list[RemoteObject]:
+    fs, path = filesystem(url, storage_options)
+    try:
+        found = fs.glob(path, detail=True)
+    except Exception as e:
+        raise describe_error(e, url, "listing") from e
+    files = sorted((p, i) for p, i in found.items() if i.get("type") != "directory")
+    if not files:
+        raise SourceNotFoundError(f"the pattern {url!r} matches no object")
+    return [RemoteObject(fs.unstrip_protocol(p), int(i["size"]), _version(i)) for p, i in files]
+
+
+def _one(url: str, storage_options: StorageOptions) -> RemoteObject:
+    fs, path = filesystem(url, storage_options)
+    try:
+        info = fs.info(path)
+    except Exception as e:
+        raise describe_error(e, url, "looking it up") from e
+    if info.get("type") == "directory":
+        raise SourceNotFoundError(
+            f"{url!r} is a directory; pass the ArrayRecord objects in it (e.g. "
+            f"{url.rstrip('/')}/*.array_record*) or use thresher.data_source() for a "
+            "prepared dataset directory")
+    return RemoteObject(url, int(info["size"]), _version(info))
+
+
+def list_names(url: str, storage_options: StorageOptions = None) -> Optional[list[str]]:
+    """The names of the objects directly under ``url``; None if there are none at all."""
+    fs, path = filesystem(url, storage_options)
+    try:
+        names = fs.ls(path, detail=False)
+    except FileNotFoundError:
+        return None
+    except Exception as e:
+        raise describe_error(e, url, "listing") from e
+    return [n.rstrip("/").rsplit("/", 1)[-1] for n in names] or None
+
+
+def read_bytes(url: str, storage_options: StorageOptions = None) -> bytes:
+    """The whole object at ``url``."""
+    fs, path = filesystem(url, storage_options)
+    try:
+        return bytes(fs.cat_file(path))
+    except Exception as e:
+        raise describe_error(e, url, "reading") from e
+
+
 def describe_error(e: BaseException, url: str, what: str) -> SourceError:
-    """A SourceError for an exception raised by a filesystem while ``what`` (e.g. reading
-    records [3, 9]) of ``url``."""
+    """A SourceError for an exception a filesystem raised while ``what`` (e.g. "reading
+    records [3, 9] of 's3://b/x'", or "listing") was done with ``url``."""
     text = f"{type(e).__name__}: {e}"
     if isinstance(e, FileNotFoundError):
         return SourceNotFoundError(f"{url!r} does not exist ({what})")
     refused = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden",
                "403", "401", "credentials")
     if isinstance(e, PermissionError) or any(s in text for s in refused):
-        return SourceError(f"access to {url!r} was refused while {what} ({text}); check the "
+        return SourceError(f"access to {url!r} was refused ({what}: {text}); check the "
                            "credentials (storage_options= or the environment)")
-    return SourceError(f"{what} of {url!r} failed: {text}")
+    where = "" if repr(url) in what else f" ({url!r})"
+    return SourceError(f"{what} failed{where}: {text}")
 
 
 def read_range(fs: Any, path: str, url: str, start: int, end: int) -> bytes:

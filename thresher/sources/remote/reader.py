@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import functools
 import hashlib
 import os
 import tempfile
 import threading
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -198,7 +199,7 @@ class RangeReader:
             raise CorruptSourceError(f"{o.url!r} ({o.size} bytes) is not an ArrayRecord file: "
                                      "those are at least 64 KiB long")
         start = max(0, o.size - BLOCK_SIZE - _FOOTER_GUESS)
-        tail = self._fetch(f, start, o.size, "reading its footer")
+        tail = self._fetch(f, start, o.size, f"reading the footer of {o.url!r}")
         try:
             post = o.size - BLOCK_SIZE
             footer_offset = parse_postscript(tail[post - start:], post)
@@ -208,7 +209,7 @@ class RangeReader:
             if footer_offset >= start:
                 footer = tail[footer_offset - start:post - start]
             else:
-                footer = self._fetch(f, footer_offset, post, "reading its footer")
+                footer = self._fetch(f, footer_offset, post, f"reading the footer of {o.url!r}")
             return parse_footer(footer, footer_offset, o.size)
         except FormatError as e:
             raise CorruptSourceError(
@@ -227,7 +228,8 @@ class RangeReader:
     def lengths(self) -> list[int]:
         """The number of records in each file (footers are read concurrently)."""
         missing = [f for f in range(len(self.objects)) if f not in self._process()["indexes"]]
-        self._run([(f, lambda f=f: self.index(f)) for f in missing], "reading the footer")
+        self._run([(f"reading the footer of {self.objects[f].url!r}",
+                    functools.partial(self.index, f)) for f in missing])
         return [self.index(f).num_records for f in range(len(self.objects))]
 
     # --- records -------------------------------------------------------------------
@@ -248,11 +250,10 @@ class RangeReader:
                 out.append(_Request(f, a, b, [c]))
         return out
 
-    def _serve(self, request: _Request) -> dict[int, tuple[np.ndarray, bytes]]:
+    def _serve(self, request: _Request, what: str) -> dict[int, tuple[np.ndarray, bytes]]:
         f = request.file
         index = self.index(f)
         g = index.group_size
-        what = f"reading chunks {request.chunks[:4]} (records from {request.chunks[0] * g})"
         data = self._fetch(f, request.start, request.end, what)
         ends = index.chunk_ends()
         out = {}
@@ -273,27 +274,26 @@ class RangeReader:
             out[c] = (bounds, values)
         return out
 
-    def _run(self, tasks: list[tuple[Any, Any]], what: str) -> list[Any]:
-        """Runs ``(label, fn)`` tasks on the pool; all results, or the first error."""
+    def _run(self, tasks: list[tuple[str, Callable[[], Any]]]) -> list[Any]:
+        """Runs ``(description, fn)`` tasks on the pool: all results, or the first error, or
+        a SourceError quoting the description of one that is not back within the timeout."""
         if not tasks:
             return []
         pool = self._process()["pool"]
         futures = [pool.submit(fn) for _, fn in tasks]
         done, pending = cf.wait(futures, timeout=self.options.timeout,
                                 return_when=cf.FIRST_EXCEPTION)
+        for p in pending:
+            p.cancel()
         for fut in futures:
-            if fut in done and fut.exception() is not None:
-                for p in pending:
-                    p.cancel()
-                raise fut.exception()
+            error = fut.exception() if fut in done else None
+            if error is not None:
+                raise error
         if pending:
-            for p in pending:
-                p.cancel()
-            label = tasks[futures.index(next(iter(pending)))][0]
-            url = self.objects[label if isinstance(label, int) else label.file].url
-            raise SourceError(f"{what} of {url!r} did not finish within "
-                              f"{self.options.timeout:g} s (RemoteReadOptions.timeout); the "
-                              "storage is unreachable or too slow")
+            what = tasks[futures.index(next(iter(pending)))][0]
+            raise SourceError(f"{what} did not finish within {self.options.timeout:g} s "
+                              "(RemoteReadOptions.timeout); the storage is unreachable or too "
+                              "slow")
         return [fut.result() for fut in futures]
 
     def read(self, items: Sequence[tuple[int, int]]) -> list[bytes]:
@@ -301,13 +301,18 @@ class RangeReader:
         if not items:
             return []
         pairs = np.asarray(items, dtype=np.int64).reshape(-1, 2)
+        tasks: list[tuple[str, Callable[[], Any]]] = []
         requests: list[_Request] = []
         for f in np.unique(pairs[:, 0]).tolist():
-            requests.extend(self._plan(f, pairs[pairs[:, 0] == f, 1]))
-        what = f"reading {_keys_text(pairs[:, 1].tolist())}"
-        results = self._run([(r, lambda r=r: self._serve(r)) for r in requests], what)
+            keys = pairs[pairs[:, 0] == f, 1]
+            g = self.index(f).group_size
+            for r in self._plan(f, keys):
+                inside = keys[np.isin(keys // g, r.chunks)].tolist()
+                what = f"reading {_keys_text(inside)} of {self.objects[f].url!r}"
+                tasks.append((what, functools.partial(self._serve, r, what)))
+                requests.append(r)
         chunks: dict[tuple[int, int], tuple[np.ndarray, bytes]] = {}
-        for r, res in zip(requests, results):
+        for r, res in zip(requests, self._run(tasks)):
             for c, decoded in res.items():
                 chunks[(r.file, c)] = decoded
         out = []
