@@ -161,3 +161,25 @@ def test_bad_files(tmp_path: "os.PathLike[str]") -> None:
         th.sources.ArrayRecordSource(good, reader="fast")
     with pytest.raises(ConfigError, match="max_concurrency"):
         RemoteReadOptions(max_concurrency=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(keys=st.lists(st.integers(0, 299), min_size=1, max_size=120),
+       gap=st.sampled_from([0, 2000, 1 << 20]))
+def test_bytes_read_stay_under_1_5x_the_chunks_wanted(
+        tmp_path_factory: pytest.TempPathFactory, keys: list[int], gap: int) -> None:
+    path = str(tmp_path_factory.getbasetemp() / "coalesce.array_record")
+    if not os.path.exists(path):
+        rng = np.random.default_rng(5)
+        write_native(path, [rng.bytes(int(rng.integers(0, 900))) for _ in range(300)],
+                     "group_size:1,uncompressed")
+    src = th.sources.ArrayRecordSource(
+        path, reader="ranges", read_options=RemoteReadOptions(max_gap_bytes=gap))
+    reader = src._ranges
+    assert reader is not None
+    index = reader.index(0)
+    expected = [src[k] for k in keys]
+    before = reader.bytes_read
+    assert src.__getitems__(keys) == expected
+    wanted = sum(int(index.chunk_ends()[c] - index.chunk_offsets[c]) for c in set(keys))
+    assert wanted <= reader.bytes_read - before <= 1.5 * wanted

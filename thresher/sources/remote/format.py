@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import struct
 from typing import Any
 
@@ -142,7 +143,17 @@ def read_chunk(buf: bytes | memoryview, base: int, begin: int,
     return header, data
 
 
-def simple_chunk_records(header: ChunkHeader, data: bytes) -> tuple[np.ndarray, bytes]:
+def _sizes(buf: bytes, count: int) -> list[int]:
+    if count > 64:
+        return decode_varints(buf).tolist()
+    out, pos = [], 0
+    while pos < len(buf):
+        value, pos = read_varint(buf, pos)
+        out.append(value)
+    return out
+
+
+def simple_chunk_records(header: ChunkHeader, data: bytes) -> tuple[list[int], bytes]:
     """The record boundaries (``num_records + 1`` offsets) and the concatenated records."""
     if header.chunk_type == TRANSPOSED_CHUNK:
         raise FormatError("the chunk is transposed (written with 'transpose:true'), which the "
@@ -155,14 +166,13 @@ def simple_chunk_records(header: ChunkHeader, data: bytes) -> tuple[np.ndarray, 
     sizes_len, pos = read_varint(data, 1)
     if pos + sizes_len > len(data):
         raise FormatError("the record sizes of a chunk run past its data")
-    sizes = decode_varints(decompress(compression, data[pos:pos + sizes_len]))
+    sizes = _sizes(decompress(compression, data[pos:pos + sizes_len]), header.num_records)
     values = decompress(compression, data[pos + sizes_len:])
-    bounds = np.zeros(sizes.size + 1, dtype=np.int64)
-    np.cumsum(sizes, out=bounds[1:])
-    if sizes.size != header.num_records or int(bounds[-1]) != header.decoded_data_size \
+    bounds = [0, *itertools.accumulate(sizes)]
+    if len(sizes) != header.num_records or bounds[-1] != header.decoded_data_size \
             or len(values) != header.decoded_data_size:
         raise FormatError(f"a chunk says it holds {header.num_records} records of "
-                          f"{header.decoded_data_size} bytes but decodes to {sizes.size} records "
+                          f"{header.decoded_data_size} bytes but decodes to {len(sizes)} records "
                           f"of {len(values)} bytes")
     return bounds, values
 
@@ -247,7 +257,7 @@ def parse_footer(buf: bytes, footer_offset: int, size: int) -> FileIndex:
     # Which entry each (tag, value) pair belongs to, from the byte offset of its tag.
     ends = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) < 0x80)
     tag_starts = np.concatenate([[0], ends[:-1] + 1])[0::2]
-    entry = np.searchsorted(bounds[2:] - bounds[1], tag_starts, side="right")
+    entry = np.searchsorted(np.asarray(bounds[2:], np.int64) - bounds[1], tag_starts, side="right")
     offsets = _one_per_entry(tags, vals, entry, 1, num_chunks, "chunk_offset")
     counts = _one_per_entry(tags, vals, entry, 3, num_chunks, "num_records")
     group = int(counts[0])

@@ -66,7 +66,8 @@ class RemoteReadOptions:
     Args:
         max_request_bytes: the largest range one request may cover when neighbouring
             chunks are coalesced (a single chunk larger than this is still one request).
-        max_gap_bytes: chunks this close are read by one request (the gap is read too).
+        max_gap_bytes: chunks this close are read by one request (the gap is read too, as
+            long as gaps stay under half of the bytes wanted).
         max_concurrency: requests in flight at once, per process.
         timeout: seconds a batch (or a footer) may take before a SourceError.
         footer_cache_dir: a local directory where footer indexes are kept between
@@ -101,6 +102,7 @@ class _Request:
     start: int
     end: int
     chunks: list[int]
+    wanted: int  # bytes of the chunks asked for; the rest of [start, end) are gaps
 
 
 def _keys_text(keys: Sequence[int]) -> str:
@@ -151,7 +153,12 @@ class RangeReader:
             return None, url
         cache = self._process()["fs"]
         if f not in cache:
-            cache[f] = filesystem(url, self.storage_options)
+            options = dict(self.storage_options)
+            if url.startswith(("s3://", "s3a://")):  # botocore's default pool has 10 connections
+                config = dict(options.get("config_kwargs") or {})
+                config.setdefault("max_pool_connections", self.options.max_concurrency)
+                options["config_kwargs"] = config
+            cache[f] = filesystem(url, options)
         return cache[f]
 
     def _fetch(self, f: int, start: int, end: int, what: str) -> bytes:
@@ -242,15 +249,19 @@ class RangeReader:
         for c in chunks:
             a, b = int(starts[c]), int(ends[c])
             last = out[-1] if out else None
+            # Gaps are read only while they stay under half the wanted bytes, so a request
+            # never fetches more than 1.5x the chunks it is for.
             if last is not None and a - last.end <= self.options.max_gap_bytes \
-                    and b - last.start <= self.options.max_request_bytes:
+                    and b - last.start <= self.options.max_request_bytes \
+                    and 2 * (b - last.start) <= 3 * (last.wanted + b - a):
                 last.end = b
                 last.chunks.append(c)
+                last.wanted += b - a
             else:
-                out.append(_Request(f, a, b, [c]))
+                out.append(_Request(f, a, b, [c], b - a))
         return out
 
-    def _serve(self, request: _Request, what: str) -> dict[int, tuple[np.ndarray, bytes]]:
+    def _serve(self, request: _Request, what: str) -> dict[int, tuple[list[int], bytes]]:
         f = request.file
         index = self.index(f)
         g = index.group_size
@@ -311,7 +322,7 @@ class RangeReader:
                 what = f"reading {_keys_text(inside)} of {self.objects[f].url!r}"
                 tasks.append((what, functools.partial(self._serve, r, what)))
                 requests.append(r)
-        chunks: dict[tuple[int, int], tuple[np.ndarray, bytes]] = {}
+        chunks: dict[tuple[int, int], tuple[list[int], bytes]] = {}
         for r, res in zip(requests, self._run(tasks)):
             for c, decoded in res.items():
                 chunks[(r.file, c)] = decoded
@@ -320,7 +331,7 @@ class RangeReader:
             g = self.index(f).group_size
             bounds, values = chunks[(f, k // g)]
             i = k % g
-            out.append(values[int(bounds[i]):int(bounds[i + 1])])
+            out.append(values[bounds[i]:bounds[i + 1]])
         return out
 
     def close(self) -> None:
