@@ -39,10 +39,11 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from thresher.errors import CacheError
+from thresher.errors import CacheError, SourceError
 from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.array_record_writer import ArrayRecordWriter
 from thresher.sources.protocol import read_many
+from thresher.sources.remote.commit import exists, read_text, staging, write_text
 
 __all__ = ["DiskCacheView", "MemoryCacheView", "build_disk_cache", "element_nbytes"]
 
@@ -135,13 +136,6 @@ def _meta_path(path: str) -> str:
     return path + ".json"
 
 
-def _write_json_atomically(path: str, data: dict[str, Any]) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
-
-
 def build_disk_cache(path: str, fingerprint: str, elements: Iterable[Any], *, serializer: Any = None,
                      max_bytes: int | None = None) -> DiskCacheView:
     """Opens the cache at ``path``, building it from ``elements`` when it is not there.
@@ -162,11 +156,10 @@ def build_disk_cache(path: str, fingerprint: str, elements: Iterable[Any], *, se
     ser = serializer if serializer is not None else pickle
     path = os.fspath(path)
     meta_path = _meta_path(path)
-    if os.path.exists(meta_path) and os.path.exists(path):
+    if exists(meta_path) and exists(path):
         try:
-            with open(meta_path) as f:
-                meta = json.load(f)
-        except (OSError, ValueError) as e:
+            meta = json.loads(read_text(meta_path))
+        except (OSError, ValueError, SourceError) as e:
             raise CacheError(f"the cache sidecar {meta_path!r} is unreadable ({e}); delete {path!r} and it") from e
         if meta.get("fingerprint") != fingerprint:
             raise CacheError(
@@ -174,7 +167,7 @@ def build_disk_cache(path: str, fingerprint: str, elements: Iterable[Any], *, se
                 f"this one {fingerprint}); delete {path!r} and {meta_path!r} to rebuild it, or cache elsewhere")
         return DiskCacheView(path, ser.loads)
     total = 0
-    with ArrayRecordWriter(path) as writer:
+    with staging(path) as local, ArrayRecordWriter(local) as writer:  # a URL: uploaded after
         for i, element in enumerate(elements):
             record = ser.dumps(element)
             total += len(record)
@@ -184,6 +177,6 @@ def build_disk_cache(path: str, fingerprint: str, elements: Iterable[Any], *, se
                     f"so far {total} bytes); raise max_bytes or cache smaller elements. Nothing was written")
             writer.write(record)
         count = writer.count
-    _write_json_atomically(meta_path, {"version": _META_VERSION, "fingerprint": fingerprint, "num_records": count,
-                                       "bytes": total})
+    write_text(meta_path, json.dumps({"version": _META_VERSION, "fingerprint": fingerprint,
+                                      "num_records": count, "bytes": total}))
     return DiskCacheView(path, ser.loads)

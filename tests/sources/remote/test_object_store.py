@@ -187,7 +187,7 @@ def test_server_going_away_mid_epoch_is_a_clear_error(tmp_path: Any) -> None:
         with pytest.raises(SourceError, match=r"part-\d.array_record") as e:
             for _ in range(10_000):
                 batches.append(next(it))
-        assert time.monotonic() - start < 30
+        assert time.monotonic() - start < 60  # a 3 s timeout; margin for a loaded machine
         assert "within 3 s" in str(e.value) and "record" in str(e.value)
         it.close()
         # Everything delivered before the error is whole and right.
@@ -197,3 +197,44 @@ def test_server_going_away_mid_epoch_is_a_clear_error(tmp_path: Any) -> None:
         server.stop()  # gone: connections are refused
         with pytest.raises(SourceError, match=r"part-\d.array_record.*record"):
             src.__getitems__(list(range(60, 90)))
+
+
+def test_prepare_writes_to_a_bucket_and_commits_with_the_info_last(s3: S3Server) -> None:
+    so = s3.storage_options()
+    url = f"s3://{s3.new_bucket()}/datasets/toy/1.0.0"
+    info = th.prepare(url, {"train": [{"x": i} for i in range(20)]},
+                      features={"x": th.features.Scalar("int64")}, num_shards=2,
+                      progress=False, storage_options=so)
+    assert info.name == "1.0.0" and info.splits["train"].num_shards == 2
+    ds = th.data_source(url, split="train", storage_options=so)
+    assert sorted(int(e["x"]) for e in ds.__getitems__(list(range(20)))) == list(range(20))
+    with pytest.raises(th.errors.ConfigError, match="already exists"):
+        th.prepare(url, {"train": [{"x": 1}]}, features={"x": th.features.Scalar("int64")},
+                   progress=False, storage_options=so)
+    th.prepare(url, {"train": [{"x": 7}]}, features={"x": th.features.Scalar("int64")},
+               progress=False, storage_options=so, overwrite=True)
+    fs = s3fs.S3FileSystem(**so)
+    fs.invalidate_cache()
+    names = sorted(p.rsplit("/", 1)[-1] for p in fs.find(url[5:]))
+    assert names == ["1.0.0-train.array_record-00000-of-00001", "dataset_info.json"]
+    assert int(th.data_source(url, split="train", storage_options=so)[0]["x"]) == 7
+
+
+def test_dataset_cache_on_a_url() -> None:
+    url = "memory://thresher-cache-test/squares.array_record"
+    calls: list[int] = []
+
+    def square(x: int) -> int:
+        calls.append(x)
+        return x * x
+
+    ds = th.Dataset.range(6).map(square).cache(url)
+    assert list(ds) == [0, 1, 4, 9, 16, 25]
+    mem = fsspec.filesystem("memory")
+    assert mem.exists("/thresher-cache-test/squares.array_record.json")
+    n = len(calls)
+    assert list(th.Dataset.range(6).map(square).cache(url)) == [0, 1, 4, 9, 16, 25]
+    assert len(calls) == n  # read back from the object, not recomputed
+    with pytest.raises(th.errors.CacheError, match="another pipeline"):
+        list(th.Dataset.range(6).map(lambda x: x + 1).cache(url))
+    mem.rm("/thresher-cache-test", recursive=True)

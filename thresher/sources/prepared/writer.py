@@ -55,6 +55,8 @@ from thresher.sources.prepared.layout import (
     PathLike,
     shard_filename,
 )
+from thresher.sources.remote.commit import exists, publish_tree
+from thresher.sources.remote.fs import is_url
 from thresher.splits import check_split_name
 
 __all__ = ["prepare", "shuffle_key", "TARGET_SHARD_BYTES"]
@@ -200,6 +202,7 @@ def prepare(
     shuffle: bool = True,
     overwrite: bool = False,
     progress: bool = True,
+    storage_options: Optional[Mapping[str, Any]] = None,
 ) -> DatasetInfo:
     """Writes a prepared dataset directory that ``thresher.data_source`` reads.
 
@@ -217,10 +220,24 @@ def prepare(
         overwrite: replace an existing directory at ``path``.
         progress: show tqdm progress bars (if tqdm is installed) and print a summary
             to stderr.
+        storage_options: fsspec options when ``path`` is a URL (``s3://bucket/ds``): the
+            dataset is written on local disk, uploaded, and committed by uploading
+            ``dataset_info.json`` last.
 
     Returns:
         The DatasetInfo of the new dataset.
     """
+    if is_url(os.fspath(path)):
+        url = os.fspath(path).rstrip("/")
+        if exists(url, storage_options) and not overwrite:
+            raise ConfigError(f"{url!r} already exists; pass overwrite=True to replace it")
+        with tempfile.TemporaryDirectory(prefix="thresher-prepare-") as tmp:
+            local = os.path.join(tmp, "dataset")
+            prepare(local, splits, features=features, num_shards=num_shards,
+                    name=_dataset_name(url, name), version=version, description=description,
+                    shuffle=shuffle, progress=progress)
+            publish_tree(local, url, storage_options, last=INFO_FILE, overwrite=overwrite)
+        return DatasetInfo.read(url, storage_options)
     target = os.path.abspath(os.fspath(path))
     dataset = _dataset_name(target, name)
     if not isinstance(splits, Mapping) or not splits:

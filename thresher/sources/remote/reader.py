@@ -232,11 +232,16 @@ class RangeReader:
             indexes[f] = self._load_index(f)
         return indexes[f]
 
-    def lengths(self) -> list[int]:
-        """The number of records in each file (footers are read concurrently)."""
-        missing = [f for f in range(len(self.objects)) if f not in self._process()["indexes"]]
+    def _load_indexes(self, files: Sequence[int]) -> None:
+        """Reads the footers of ``files`` not read yet in this process: concurrently, and
+        within the timeout."""
+        missing = [f for f in files if f not in self._process()["indexes"]]
         self._run([(f"reading the footer of {self.objects[f].url!r}",
                     functools.partial(self.index, f)) for f in missing])
+
+    def lengths(self) -> list[int]:
+        """The number of records in each file (footers are read concurrently)."""
+        self._load_indexes(range(len(self.objects)))
         return [self.index(f).num_records for f in range(len(self.objects))]
 
     # --- records -------------------------------------------------------------------
@@ -314,6 +319,7 @@ class RangeReader:
         pairs = np.asarray(items, dtype=np.int64).reshape(-1, 2)
         tasks: list[tuple[str, Callable[[], Any]]] = []
         requests: list[_Request] = []
+        self._load_indexes(np.unique(pairs[:, 0]).tolist())
         for f in np.unique(pairs[:, 0]).tolist():
             keys = pairs[pairs[:, 0] == f, 1]
             g = self.index(f).group_size
