@@ -78,7 +78,7 @@ def _fetch_costs(source: Any, workload: str, proxy: LatencyProxy,
     rng = np.random.default_rng(7)
     proxy.reset()
     for _ in range(batches):
-        source.__getitems__(rng.integers(0, len(source), size).tolist())
+        source.__getitems__(rng.choice(len(source), size, replace=len(source) < size).tolist())
     return proxy.requests / batches, proxy.body_bytes / (batches * size)
 
 
@@ -112,9 +112,11 @@ def _shards(path: str, group: int, shard_bytes: int) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """Runs the benchmark, prints the table, returns its rows."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller files, 2 s windows")
+    ap.add_argument("--tiny", action="store_true", help="a smoke run of the harness (seconds)")
     ap.add_argument("--latency-ms", type=float, default=20.0)
     ap.add_argument("--seconds", type=float, default=None)
     ap.add_argument("--repeats", type=int, default=3)
@@ -123,11 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=64, help="RemoteReadOptions.max_concurrency")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "thresher-bench-remote"))
     args = ap.parse_args(argv)
-    seconds = args.seconds or (2.0 if args.quick else 5.0)
+    seconds = args.seconds or (0.3 if args.tiny else 2.0 if args.quick else 5.0)
     sys.path.insert(0, REPO)
     from tests.sources.remote.s3_server import S3Server  # the test suite's moto fixture
 
     sizes = {"W1": 20_000 if args.quick else 60_000, "W3": 2_000 if args.quick else 8_000}
+    if args.tiny:
+        sizes, args.repeats, args.group_sizes = {"W1": 600, "W3": 100}, 1, "1"
     kinds = {"W1": "mnist", "W3": "images"}
     groups = [int(g) for g in args.group_sizes.split(",")]
     rows: list[dict[str, Any]] = []
@@ -177,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['rate']:>12,.0f}{r['ratio']:>10.2f}"
               + (f"{r['req_per_batch']:>11.1f}{r['bytes_ratio']:>19.2f}{r['startup_kib']:>13.0f}"
                  if r["where"] != "local" else ""))
-    return 0
+    return rows
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
