@@ -183,3 +183,26 @@ def test_bytes_read_stay_under_1_5x_the_chunks_wanted(
     assert src.__getitems__(keys) == expected
     wanted = sum(int(index.chunk_ends()[c] - index.chunk_offsets[c]) for c in set(keys))
     assert wanted <= reader.bytes_read - before <= 1.5 * wanted
+
+
+def test_reader_threads_end_with_the_source(tmp_path: "os.PathLike[str]") -> None:
+    import gc
+    import threading
+    import time
+
+    path = os.path.join(tmp_path, "t.array_record")
+    write_native(path, [b"r%d" % i for i in range(50)], "group_size:1")
+
+    def threads() -> int:
+        return sum(t.name.startswith("thresher-range") for t in threading.enumerate())
+
+    src = th.sources.ArrayRecordSource(path, reader="ranges",
+                                       read_options=RemoteReadOptions(max_gap_bytes=0))
+    assert src.__getitems__([0, 10, 20, 30, 40]) == [b"r0", b"r10", b"r20", b"r30", b"r40"]
+    assert threads() >= 1
+    del src
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threads() == 0

@@ -36,6 +36,7 @@ import hashlib
 import os
 import tempfile
 import threading
+import weakref
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
@@ -141,10 +142,12 @@ class RangeReader:
         """The per-process state: filesystems, thread pool, indexes (remade after fork)."""
         local = self._local
         if local is None or local["pid"] != os.getpid():
-            local = self._local = {
-                "pid": os.getpid(), "fs": {}, "indexes": {}, "lock": threading.Lock(),
-                "pool": cf.ThreadPoolExecutor(self.options.max_concurrency,
-                                              thread_name_prefix="thresher-range")}
+            pool = cf.ThreadPoolExecutor(self.options.max_concurrency,
+                                         thread_name_prefix="thresher-range")
+            local = self._local = {"pid": os.getpid(), "fs": {}, "indexes": {},
+                                   "lock": threading.Lock(), "pool": pool}
+            # The threads end with the reader, not only at interpreter exit.
+            weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
         return local
 
     def _fs(self, f: int) -> tuple[Any, str]:
