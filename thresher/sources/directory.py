@@ -17,10 +17,11 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Union
+from typing import Any, Mapping, Optional, Union
 
 from thresher.sources import prepared
 from thresher.sources.prepared.layout import PathLike
+from thresher.sources.remote.fs import is_url
 from thresher.sources.tfds.info import is_tfds_dir
 from thresher.sources.tfds.reader import TfdsBuilder
 
@@ -28,24 +29,31 @@ __all__ = ["builder", "data_source"]
 
 
 def _is_tfds(path: PathLike) -> bool:
-    p = os.path.expanduser(os.fspath(path))
+    p = os.fspath(path)
+    if is_url(p):
+        return False  # TFDS directories in buckets are not read yet: only prepared ones
+    p = os.path.expanduser(p)
     return os.path.isdir(p) and is_tfds_dir(p)
 
 
-def builder(path: PathLike) -> Union[prepared.ReadOnlyBuilder, TfdsBuilder]:
+def builder(path: PathLike, *, storage_options: Optional[Mapping[str, Any]] = None,
+            read_options: Any = None) -> Union[prepared.ReadOnlyBuilder, TfdsBuilder]:
     """Opens a dataset directory: thresher-prepared or TFDS-written.
 
     For a TFDS directory, ``builder(path).info`` has ``features``, ``splits`` (with
     ``num_examples``, ``shard_lengths``, and any split expression as key),
     ``file_format`` and ``supervised_keys``. For a prepared one see
-    :func:`thresher.sources.prepared.builder`.
+    :func:`thresher.sources.prepared.builder`. A prepared directory may be a URL
+    (``s3://bucket/ds/1.0.0``), with fsspec ``storage_options`` and the byte-range
+    reader's ``read_options``.
     """
     if _is_tfds(path):
         return TfdsBuilder(os.path.expanduser(os.fspath(path)))
-    return prepared.builder(path)
+    return prepared.builder(path, storage_options=storage_options, read_options=read_options)
 
 
-def data_source(path: PathLike, split: Any = None) -> Any:
+def data_source(path: PathLike, split: Any = None, *, storage_options: Optional[Mapping[str, Any]] = None,
+                read_options: Any = None) -> Any:
     """Random-access sources over a dataset directory, as ``tfds.data_source`` gives.
 
     Args:
@@ -54,9 +62,11 @@ def data_source(path: PathLike, split: Any = None) -> Any:
         split: None for ``{split name: source}``; a split string, a thresher or TFDS
             split object (``tfds.even_splits(...)`` items, ``tfds.core.ReadInstruction``)
             for one source; a list of them for a list of sources.
+        storage_options, read_options: for a prepared directory given as a URL (see
+            :func:`thresher.sources.prepared.data_source`).
 
     On a TFDS directory, key ``k`` is the record ``tfds.data_source`` returns at ``k``,
     decoded to the same values. See :func:`thresher.sources.prepared.data_source` for
     an example on a prepared directory.
     """
-    return builder(path).as_data_source(split)
+    return builder(path, storage_options=storage_options, read_options=read_options).as_data_source(split)

@@ -29,6 +29,7 @@ from thresher.sources.prepared.layout import (
     PathLike,
     shard_filename,
 )
+from thresher.sources.remote.fs import is_url, join, read_bytes
 from thresher.splits import AbsoluteInstruction, SplitArg, check_split_name, resolve_split
 from thresher.splits.base import SplitSizes
 
@@ -240,13 +241,17 @@ class DatasetInfo:
                    shuffled=bool(d.get("shuffled", True)))
 
     @classmethod
-    def read(cls, data_dir: PathLike) -> "DatasetInfo":
-        """Reads ``data_dir/dataset_info.json``."""
+    def read(cls, data_dir: PathLike,
+             storage_options: Optional[Mapping[str, Any]] = None) -> "DatasetInfo":
+        """Reads ``data_dir/dataset_info.json`` (``data_dir`` may be a URL)."""
         d = os.fspath(data_dir)
-        path = os.path.join(d, INFO_FILE)
+        path = join(d, INFO_FILE)
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            if is_url(d):
+                text = read_bytes(path, storage_options).decode("utf-8")
+            else:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
         except FileNotFoundError:
             raise SourceNotFoundError(
                 f"{d!r} has no {INFO_FILE}, so it is not a prepared dataset directory "

@@ -19,12 +19,14 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Union
+from typing import Any, Mapping, Optional, Union
 
 from thresher.errors import IncompleteDatasetError, SourceNotFoundError
 from thresher.sources.prepared.info import DatasetInfo
 from thresher.sources.prepared.layout import INFO_FILE, PathLike, is_temp_dir
 from thresher.sources.prepared.source import PreparedSource
+from thresher.sources.remote.fs import is_url, list_names
+from thresher.sources.remote.reader import RemoteReadOptions
 from thresher.splits import SplitArg
 
 __all__ = ["ReadOnlyBuilder", "builder", "data_source"]
@@ -32,12 +34,27 @@ __all__ = ["ReadOnlyBuilder", "builder", "data_source"]
 SplitSelection = Union[None, SplitArg, list, tuple]
 
 
-def _check_dir(path: str) -> None:
+def _incomplete(path: str, shards: list[str]) -> IncompleteDatasetError:
+    return IncompleteDatasetError(
+        f"{path!r} has {len(shards)} ArrayRecord file(s) but no {INFO_FILE}: it is "
+        "not a complete prepared dataset (an unfinished write, or files from another "
+        "tool). Re-create it with thresher.prepare()")
+
+
+def _check_dir(path: str, storage_options: Optional[Mapping[str, Any]] = None) -> None:
     if is_temp_dir(path):
         raise IncompleteDatasetError(
             f"{path!r} is the working directory of a thresher.prepare() that did not finish "
             "(it was interrupted, or is still running); it is not a dataset. Rerun prepare, "
             "and delete this directory once no prepare is running")
+    if is_url(path):
+        names = list_names(path, storage_options)
+        if names is None:
+            raise SourceNotFoundError(f"prepared dataset directory {path!r} does not exist "
+                                      "(no object has that prefix)")
+        if INFO_FILE not in names:
+            raise _incomplete(path, [n for n in names if ".array_record" in n])
+        return
     if not os.path.exists(path):
         raise SourceNotFoundError(f"prepared dataset directory {path!r} does not exist")
     if not os.path.isdir(path):
@@ -47,27 +64,29 @@ def _check_dir(path: str) -> None:
     if not os.path.exists(os.path.join(path, INFO_FILE)):
         shards = [f for f in os.listdir(path) if ".array_record" in f]
         if shards:
-            raise IncompleteDatasetError(
-                f"{path!r} has {len(shards)} ArrayRecord file(s) but no {INFO_FILE}: it is "
-                "not a complete prepared dataset (an unfinished write, or files from another "
-                "tool). Re-create it with thresher.prepare()")
+            raise _incomplete(path, shards)
 
 
 class ReadOnlyBuilder:
     """A prepared dataset directory: its ``info`` and its data sources.
 
     Args:
-        path: the directory ``thresher.prepare`` wrote.
+        path: the directory ``thresher.prepare`` wrote, or its URL (``gs://...``).
+        storage_options: fsspec options for a URL (credentials, endpoint).
+        read_options: how records are read over byte ranges from a URL.
 
     Raises SourceNotFoundError (no such directory, no ``dataset_info.json``),
     IncompleteDatasetError (an unfinished write) or DatasetInfoError (an unreadable or
     inconsistent ``dataset_info.json``).
     """
 
-    def __init__(self, path: PathLike) -> None:
-        self.data_dir = os.path.abspath(os.fspath(path))
-        _check_dir(self.data_dir)
-        self.info: DatasetInfo = DatasetInfo.read(self.data_dir)
+    def __init__(self, path: PathLike, *, storage_options: Optional[Mapping[str, Any]] = None,
+                 read_options: Optional[RemoteReadOptions] = None) -> None:
+        text = os.fspath(path)
+        self.data_dir = text.rstrip("/") if is_url(text) else os.path.abspath(text)
+        self._storage_options, self._read_options = storage_options, read_options
+        _check_dir(self.data_dir, storage_options)
+        self.info: DatasetInfo = DatasetInfo.read(self.data_dir, storage_options)
 
     def __repr__(self) -> str:
         return f"ReadOnlyBuilder({self.data_dir!r})"
@@ -83,11 +102,14 @@ class ReadOnlyBuilder:
 
     def _source(self, split: SplitArg) -> PreparedSource:
         instructions = self.info.splits.resolve(split)
-        return PreparedSource(self.info, str(split), instructions)
+        return PreparedSource(self.info, str(split), instructions,
+                              storage_options=self._storage_options,
+                              read_options=self._read_options)
 
 
-def builder(path: PathLike) -> ReadOnlyBuilder:
-    """Opens a prepared dataset directory (see :class:`ReadOnlyBuilder`).
+def builder(path: PathLike, *, storage_options: Optional[Mapping[str, Any]] = None,
+            read_options: Optional[RemoteReadOptions] = None) -> ReadOnlyBuilder:
+    """Opens a prepared dataset directory or URL (see :class:`ReadOnlyBuilder`).
 
     Example:
         >>> import tempfile, os
@@ -102,17 +124,20 @@ def builder(path: PathLike) -> ReadOnlyBuilder:
         >>> info.splits["train[1shard:]"].num_examples
         6
     """
-    return ReadOnlyBuilder(path)
+    return ReadOnlyBuilder(path, storage_options=storage_options, read_options=read_options)
 
 
-def data_source(path: PathLike, split: SplitSelection = None) -> Any:
+def data_source(path: PathLike, split: SplitSelection = None, *,
+                storage_options: Optional[Mapping[str, Any]] = None,
+                read_options: Optional[RemoteReadOptions] = None) -> Any:
     """Random-access sources over a prepared dataset, as ``tfds.data_source`` gives.
 
     Args:
-        path: the dataset directory.
+        path: the dataset directory, or its URL (``s3://bucket/datasets/mnist/1.0.0``).
         split: None for ``{split name: source}`` of every split; a split expression
             (``"train[:75%]+test"``, a ReadInstruction, an ``even_splits`` item) for one
             source; a list of them for a list of sources.
+        storage_options, read_options: for a URL, as in :class:`ReadOnlyBuilder`.
 
     Each source has an exact ``len()``, random access ``source[k]`` and batched
     ``source.__getitems__(keys)``, and decodes records to NumPy.
@@ -129,4 +154,5 @@ def data_source(path: PathLike, split: SplitSelection = None) -> Any:
         >>> [int(x["sq"]) for x in first.__getitems__([0, 1])], int(last[0]["n"])
         ([0, 1], 9)
     """
-    return ReadOnlyBuilder(path).as_data_source(split)
+    return ReadOnlyBuilder(path, storage_options=storage_options,
+                           read_options=read_options).as_data_source(split)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Any, Optional, Sequence, cast
+from typing import Any, Mapping, Optional, Sequence, cast
 
 import numpy as np
 
@@ -23,6 +23,8 @@ from thresher.features import RecordCodec
 from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.prepared.info import DatasetInfo
 from thresher.sources.protocol import check_key, check_keys
+from thresher.sources.remote.fs import is_url, join
+from thresher.sources.remote.reader import RemoteReadOptions
 from thresher.splits import AbsoluteInstruction
 
 __all__ = ["PreparedSource"]
@@ -37,7 +39,9 @@ class PreparedSource:
     """
 
     def __init__(self, info: DatasetInfo, split: str,
-                 instructions: Sequence[AbsoluteInstruction]) -> None:
+                 instructions: Sequence[AbsoluteInstruction], *,
+                 storage_options: Optional[Mapping[str, Any]] = None,
+                 read_options: Optional[RemoteReadOptions] = None) -> None:
         assert info.data_dir is not None
         self.info = info
         self.split = split
@@ -50,14 +54,14 @@ class PreparedSource:
             split_info = info.splits[a.split]
             lengths = dict(zip(split_info.filenames, split_info.shard_lengths))
             for fi in split_info.file_instructions(a):
-                path = os.path.join(info.data_dir, fi.filename)
+                path = join(info.data_dir, fi.filename)
                 if path not in index:
                     index[path] = len(files)
                     files.append(path)
                     expected.append(lengths[fi.filename])
                 pieces.append((index[path], fi.skip, fi.take))
         self._paths = files
-        missing = [p for p in files if not os.path.isfile(p)]
+        missing = [p for p in files if not is_url(p) and not os.path.isfile(p)]
         if missing:
             raise SourceNotFoundError(
                 f"prepared dataset {info.data_dir!r} is incomplete: {len(missing)} shard "
@@ -65,7 +69,9 @@ class PreparedSource:
                 f"{os.path.basename(missing[0])!r}. Re-create the dataset")
         self._reader: Optional[ArrayRecordSource] = None
         if files:
-            self._reader = ArrayRecordSource([glob.escape(p) for p in files])
+            self._reader = ArrayRecordSource([glob.escape(p) for p in files],
+                                             storage_options=storage_options,
+                                             read_options=read_options)
             for path, want, got in zip(files, expected, self._reader.file_lengths):
                 if want != got:
                     raise DatasetInfoError(

@@ -57,6 +57,8 @@ from thresher.sources.prepared.layout import (
     PathLike,
     shard_filename,
 )
+from thresher.sources.remote.commit import exists, publish_tree
+from thresher.sources.remote.fs import is_url
 from thresher.splits import check_split_name
 
 __all__ = ["prepare", "shuffle_key", "shard_bounds", "commit_dataset", "check_prepare_args", "TARGET_SHARD_BYTES"]
@@ -311,6 +313,7 @@ def prepare(
     keyed: bool = False,
     beam_runner: Optional[str] = None,
     beam_options: Optional[Mapping[str, Any]] = None,
+    storage_options: Optional[Mapping[str, Any]] = None,
 ) -> DatasetInfo:
     """Writes a prepared dataset directory that ``thresher.data_source`` reads.
 
@@ -337,10 +340,24 @@ def prepare(
             ``"DataflowRunner"``, ...; implies ``keyed=True``): the same bytes as one process.
             See ``thresher.beam`` and ``docs/beam.md``.
         beam_options: Beam pipeline options, e.g. ``{"direct_num_workers": 2}``.
+        storage_options: fsspec options when ``path`` is a URL (``s3://bucket/ds``): the
+            dataset is written on local disk, uploaded, and committed by uploading
+            ``dataset_info.json`` last.
 
     Returns:
         The DatasetInfo of the new dataset.
     """
+    if is_url(os.fspath(path)):
+        url = os.fspath(path).rstrip("/")
+        if exists(url, storage_options) and not overwrite:
+            raise ConfigError(f"{url!r} already exists; pass overwrite=True to replace it")
+        with tempfile.TemporaryDirectory(prefix="thresher-prepare-") as tmp:
+            local = os.path.join(tmp, "dataset")
+            prepare(local, splits, features=features, num_shards=num_shards,
+                    name=_dataset_name(url, name), version=version, description=description,
+                    shuffle=shuffle, progress=progress, keyed=keyed)
+            publish_tree(local, url, storage_options, last=INFO_FILE, overwrite=overwrite)
+        return DatasetInfo.read(url, storage_options)
     if not isinstance(splits, Mapping) or not splits:
         raise ConfigError("splits must be a non-empty dict {split name: examples}")
     args = check_prepare_args(path, list(splits), features, num_shards, name, version,

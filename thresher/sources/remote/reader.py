@@ -1,0 +1,379 @@
+"""Reading records of ArrayRecord files by byte ranges, many requests in flight.
+
+Per file the footer index is read once (two range requests at most: the last 64 KiB
+plus up to 64 KiB before them, and the rest of the footer if it is longer), kept in a
+process-wide cache keyed by URL, size and version (ETag / mtime), and, with
+``footer_cache_dir``, on local disk so that worker processes and later runs skip it.
+
+A batch of keys becomes one request per run of neighbouring chunks: keys in the same
+chunk share it, and chunks whose byte extents touch (or lie within ``max_gap_bytes``)
+are read together up to ``max_request_bytes``. The requests of a batch, over all its
+files, run concurrently on a thread pool of ``max_concurrency`` threads; the batch
+fails with a SourceError naming the URL and keys if they are not all back within
+``timeout`` seconds. Records are returned only when every request of the batch
+succeeded, so nothing half-read is ever delivered.
+
+The process-wide footer cache is a deliberate registry: sources over the same objects
+in one process share their indexes.
+
+Example:
+    >>> import os, tempfile
+    >>> from thresher.sources import write_array_record
+    >>> from thresher.sources.remote.fs import RemoteObject
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.array_record")
+    >>> _ = write_array_record(path, [b"a", b"bb", b"ccc"])
+    >>> reader = RangeReader([RemoteObject(path, os.path.getsize(path))])
+    >>> reader.lengths(), reader.read([(0, 2), (0, 0)])
+    ([3], [b'ccc', b'a'])
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import functools
+import hashlib
+import os
+import tempfile
+import threading
+import weakref
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from thresher.errors import ConfigError, CorruptSourceError, SourceError
+from thresher.sources.remote.format import (
+    BLOCK_SIZE,
+    FileIndex,
+    FormatError,
+    parse_footer,
+    parse_postscript,
+    read_chunk,
+    simple_chunk_records,
+)
+from thresher.sources.remote.fs import RemoteObject, describe_error, filesystem, is_url, read_range
+
+__all__ = ["RemoteReadOptions", "RangeReader"]
+
+_FOOTER_GUESS = 64 << 10
+_INDEXES: dict[tuple[str, int, str], FileIndex] = {}
+_INDEXES_LOCK = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteReadOptions:
+    """How records are read over byte ranges.
+
+    Args:
+        max_request_bytes: the largest range one request may cover when neighbouring
+            chunks are coalesced (a single chunk larger than this is still one request).
+        max_gap_bytes: chunks this close are read by one request (the gap is read too, as
+            long as gaps stay under half of the bytes wanted).
+        max_concurrency: requests in flight at once, per process.
+        timeout: seconds a batch (or a footer) may take before a SourceError.
+        footer_cache_dir: a local directory where footer indexes are kept between
+            processes and runs (None: in memory only).
+
+    Example:
+        >>> RemoteReadOptions(max_concurrency=8).timeout
+        60.0
+    """
+
+    max_request_bytes: int = 8 << 20
+    max_gap_bytes: int = 4 << 10
+    max_concurrency: int = 32
+    timeout: float = 60.0
+    footer_cache_dir: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_request_bytes", "max_gap_bytes", "max_concurrency"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (
+                    0 if name == "max_gap_bytes" else 1):
+                raise ConfigError(f"RemoteReadOptions.{name} must be an int >= "
+                                  f"{0 if name == 'max_gap_bytes' else 1}, got {value!r}")
+        if not isinstance(self.timeout, (int, float)) or self.timeout <= 0:
+            raise ConfigError(f"RemoteReadOptions.timeout must be > 0 seconds, got "
+                              f"{self.timeout!r}")
+
+
+@dataclasses.dataclass
+class _Request:
+    file: int
+    start: int
+    end: int
+    chunks: list[int]
+    wanted: int  # bytes of the chunks asked for; the rest of [start, end) are gaps
+
+
+def _keys_text(keys: Sequence[int]) -> str:
+    shown = ", ".join(str(k) for k in keys[:8])
+    return f"record{'s' if len(keys) > 1 else ''} [{shown}{', ...' if len(keys) > 8 else ''}]"
+
+
+class RangeReader:
+    """Records of ArrayRecord objects (URLs or local paths) read by byte ranges.
+
+    Args:
+        objects: the files, with their sizes (see :func:`~thresher.sources.remote.fs.expand`).
+        storage_options: passed to fsspec for URLs.
+        options: a :class:`RemoteReadOptions`.
+
+    Pickles to its arguments; the filesystem, the thread pool and the footer indexes
+    are made again in the process that reads.
+    """
+
+    def __init__(self, objects: Sequence[RemoteObject],
+                 storage_options: Optional[Mapping[str, Any]] = None,
+                 options: Optional[RemoteReadOptions] = None) -> None:
+        self.objects = list(objects)
+        self.storage_options = dict(storage_options or {})
+        self.options = options or RemoteReadOptions()
+        self._local: Optional[dict[str, Any]] = None
+        self.requests = 0
+        self.bytes_read = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_local"] = None
+        return state
+
+    def _process(self) -> dict[str, Any]:
+        """The per-process state: filesystems, thread pool, indexes (remade after fork)."""
+        local = self._local
+        if local is None or local["pid"] != os.getpid():
+            pool = cf.ThreadPoolExecutor(self.options.max_concurrency,
+                                         thread_name_prefix="thresher-range")
+            local = self._local = {"pid": os.getpid(), "fs": {}, "indexes": {},
+                                   "lock": threading.Lock(), "pool": pool}
+            # The threads end with the reader, not only at interpreter exit.
+            weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
+        return local
+
+    def _fs(self, f: int) -> tuple[Any, str]:
+        url = self.objects[f].url
+        if not is_url(url):
+            return None, url
+        cache = self._process()["fs"]
+        if f not in cache:
+            options = dict(self.storage_options)
+            if url.startswith(("s3://", "s3a://")):  # botocore's default pool has 10 connections
+                config = dict(options.get("config_kwargs") or {})
+                config.setdefault("max_pool_connections", self.options.max_concurrency)
+                options["config_kwargs"] = config
+            cache[f] = filesystem(url, options)
+        return cache[f]
+
+    def _fetch(self, f: int, start: int, end: int, what: str) -> bytes:
+        fs, path = self._fs(f)
+        try:
+            data = read_range(fs, path, self.objects[f].url, start, end)
+        except SourceError:
+            raise
+        except Exception as e:
+            raise describe_error(e, self.objects[f].url, what) from e
+        with self._process()["lock"]:
+            self.requests += 1
+            self.bytes_read += len(data)
+        return data
+
+    # --- footers -------------------------------------------------------------------
+
+    def _cache_file(self, f: int) -> Optional[str]:
+        folder = self.options.footer_cache_dir
+        if folder is None:
+            return None
+        o = self.objects[f]
+        digest = hashlib.sha256(f"{o.url}\0{o.size}\0{o.version}".encode()).hexdigest()[:32]
+        return os.path.join(folder, f"{digest}.footer.npz")
+
+    def _load_index(self, f: int) -> FileIndex:
+        o = self.objects[f]
+        key = (o.url, o.size, o.version)
+        with _INDEXES_LOCK:
+            if key in _INDEXES:
+                return _INDEXES[key]
+        cached = self._cache_file(f)
+        index = _read_cached(cached, o.size) if cached else None
+        if index is None:
+            index = self._read_footer(f)
+            if cached:
+                _write_cached(cached, index)
+        with _INDEXES_LOCK:
+            _INDEXES[key] = index
+        return index
+
+    def _read_footer(self, f: int) -> FileIndex:
+        o = self.objects[f]
+        if o.size < BLOCK_SIZE:
+            raise CorruptSourceError(f"{o.url!r} ({o.size} bytes) is not an ArrayRecord file: "
+                                     "those are at least 64 KiB long")
+        start = max(0, o.size - BLOCK_SIZE - _FOOTER_GUESS)
+        tail = self._fetch(f, start, o.size, f"reading the footer of {o.url!r}")
+        try:
+            post = o.size - BLOCK_SIZE
+            footer_offset = parse_postscript(tail[post - start:], post)
+            if not 0 < footer_offset <= post:
+                raise FormatError(f"the postscript points at offset {footer_offset}, outside "
+                                  "the file")
+            if footer_offset >= start:
+                footer = tail[footer_offset - start:post - start]
+            else:
+                footer = self._fetch(f, footer_offset, post, f"reading the footer of {o.url!r}")
+            return parse_footer(footer, footer_offset, o.size)
+        except FormatError as e:
+            raise CorruptSourceError(
+                f"{o.url!r} ({o.size} bytes) is not a readable ArrayRecord file: {e}. It is "
+                "another format, truncated or corrupt; rewrite it with "
+                "thresher.sources.write_array_record") from None
+
+    def index(self, f: int) -> FileIndex:
+        """The footer index of file ``f`` (read on first use in each process)."""
+        local = self._process()
+        indexes = local["indexes"]
+        if f not in indexes:
+            indexes[f] = self._load_index(f)
+        return indexes[f]
+
+    def _load_indexes(self, files: Sequence[int]) -> None:
+        """Reads the footers of ``files`` not read yet in this process: concurrently, and
+        within the timeout."""
+        missing = [f for f in files if f not in self._process()["indexes"]]
+        self._run([(f"reading the footer of {self.objects[f].url!r}",
+                    functools.partial(self.index, f)) for f in missing])
+
+    def lengths(self) -> list[int]:
+        """The number of records in each file (footers are read concurrently)."""
+        self._load_indexes(range(len(self.objects)))
+        return [self.index(f).num_records for f in range(len(self.objects))]
+
+    # --- records -------------------------------------------------------------------
+
+    def _plan(self, f: int, keys: np.ndarray) -> list[_Request]:
+        index = self.index(f)
+        chunks = np.unique(keys // index.group_size).tolist()
+        starts, ends = index.chunk_offsets, index.chunk_ends()
+        out: list[_Request] = []
+        for c in chunks:
+            a, b = int(starts[c]), int(ends[c])
+            last = out[-1] if out else None
+            # Gaps are read only while they stay under half the wanted bytes, so a request
+            # never fetches more than 1.5x the chunks it is for.
+            if last is not None and a - last.end <= self.options.max_gap_bytes \
+                    and b - last.start <= self.options.max_request_bytes \
+                    and 2 * (b - last.start) <= 3 * (last.wanted + b - a):
+                last.end = b
+                last.chunks.append(c)
+                last.wanted += b - a
+            else:
+                out.append(_Request(f, a, b, [c], b - a))
+        return out
+
+    def _serve(self, request: _Request, what: str) -> dict[int, tuple[list[int], bytes]]:
+        f = request.file
+        index = self.index(f)
+        g = index.group_size
+        data = self._fetch(f, request.start, request.end, what)
+        ends = index.chunk_ends()
+        out = {}
+        for c in request.chunks:
+            begin = int(index.chunk_offsets[c])
+            try:
+                header, body = read_chunk(data, request.start, begin, int(ends[c]))
+                bounds, values = simple_chunk_records(header, body)
+                want = min(g, index.num_records - c * g)
+                if header.num_records != want:
+                    raise FormatError(f"the chunk holds {header.num_records} records, the "
+                                      f"footer says {want}")
+            except FormatError as e:
+                last = min(c * g + g, index.num_records) - 1
+                raise CorruptSourceError(
+                    f"records {c * g}..{last} of {self.objects[f].url!r} (chunk {c} at "
+                    f"offset {begin}) cannot be read: {e}") from None
+            out[c] = (bounds, values)
+        return out
+
+    def _run(self, tasks: list[tuple[str, Callable[[], Any]]]) -> list[Any]:
+        """Runs ``(description, fn)`` tasks on the pool: all results, or the first error, or
+        a SourceError quoting the description of one that is not back within the timeout."""
+        if not tasks:
+            return []
+        pool = self._process()["pool"]
+        futures = [pool.submit(fn) for _, fn in tasks]
+        done, pending = cf.wait(futures, timeout=self.options.timeout,
+                                return_when=cf.FIRST_EXCEPTION)
+        for p in pending:
+            p.cancel()
+        for fut in futures:
+            error = fut.exception() if fut in done else None
+            if error is not None:
+                raise error
+        if pending:
+            what = tasks[futures.index(next(iter(pending)))][0]
+            raise SourceError(f"{what} did not finish within {self.options.timeout:g} s "
+                              "(RemoteReadOptions.timeout); the storage is unreachable or too "
+                              "slow")
+        return [fut.result() for fut in futures]
+
+    def read(self, items: Sequence[tuple[int, int]]) -> list[bytes]:
+        """The records of ``(file, key in that file)`` pairs, in order."""
+        if not items:
+            return []
+        pairs = np.asarray(items, dtype=np.int64).reshape(-1, 2)
+        tasks: list[tuple[str, Callable[[], Any]]] = []
+        requests: list[_Request] = []
+        self._load_indexes(np.unique(pairs[:, 0]).tolist())
+        for f in np.unique(pairs[:, 0]).tolist():
+            keys = pairs[pairs[:, 0] == f, 1]
+            g = self.index(f).group_size
+            for r in self._plan(f, keys):
+                inside = keys[np.isin(keys // g, r.chunks)].tolist()
+                what = f"reading {_keys_text(inside)} of {self.objects[f].url!r}"
+                tasks.append((what, functools.partial(self._serve, r, what)))
+                requests.append(r)
+        chunks: dict[tuple[int, int], tuple[list[int], bytes]] = {}
+        for r, res in zip(requests, self._run(tasks)):
+            for c, decoded in res.items():
+                chunks[(r.file, c)] = decoded
+        out = []
+        for f, k in pairs.tolist():
+            g = self.index(f).group_size
+            bounds, values = chunks[(f, k // g)]
+            i = k % g
+            out.append(values[bounds[i]:bounds[i + 1]])
+        return out
+
+    def close(self) -> None:
+        """Stops this process's thread pool (it is remade on the next read)."""
+        local = self._local
+        if local is not None and local["pid"] == os.getpid():
+            local["pool"].shutdown(wait=False, cancel_futures=True)
+        self._local = None
+
+
+def _read_cached(path: str, size: int) -> Optional[FileIndex]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = [int(x) for x in z["meta"]]
+            offsets = np.asarray(z["chunk_offsets"], dtype=np.int64)
+    except (OSError, KeyError, ValueError):
+        return None
+    if len(meta) != 4 or meta[0] != size:
+        return None
+    return FileIndex(meta[0], meta[1], meta[2], meta[3], offsets)
+
+
+def _write_cached(path: str, index: FileIndex) -> None:
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".footer-", suffix=".npz.tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, meta=np.asarray([index.size, index.footer_offset, index.num_records,
+                                          index.group_size], dtype=np.int64),
+                     chunk_offsets=index.chunk_offsets)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
