@@ -17,11 +17,11 @@ from typing import Any, Iterator
 import numpy as np
 
 from thresher.errors import TransformError
+from thresher.randomness.record_rng import RecordRng
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.sources.protocol import read_many
 from thresher.transforms.kinds import ElementFailure, Operation
 from thresher.transforms.operations import Plan
-from thresher.transforms.random_map import RecordRng
 
 __all__ = ["Chunk", "ChunkProcessor", "stage_labels"]
 

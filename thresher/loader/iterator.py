@@ -13,11 +13,11 @@ from thresher.loader.autotune import AutotuneReport
 from thresher.loader.batcher import Batcher
 from thresher.loader.engine import Engine
 from thresher.loader.producer import Producer
-from thresher.loader.state_types import LoaderState
 from thresher.loader.profiling.stats import LoaderStats, StatsRecorder
+from thresher.loader.state_types import LoaderState
+from thresher.randomness.record_rng import RecordRng
 from thresher.randomness.seeds import DOMAIN_BATCH, derive_seed
 from thresher.transforms.operations import Plan
-from thresher.transforms.random_map import RecordRng
 
 if TYPE_CHECKING:
     from thresher.samplers.index_sampler import IndexSampler
