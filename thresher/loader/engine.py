@@ -21,23 +21,22 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Literal, Union
+from typing import TYPE_CHECKING, Callable
 
 from thresher.loader.autotune import AutotuneReport, decide, memory_budget
 from thresher.loader.chunk import ChunkProcessor
+from thresher.loader.options import WorkerCount
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
+from thresher.loader.profiling.stats import StatsRecorder, available_cpus
 from thresher.loader.state import resume_position
 from thresher.loader.state_types import Geometry, LoaderState, StreamId
-from thresher.loader.profiling.stats import StatsRecorder, available_cpus
 
 if TYPE_CHECKING:
     from thresher.loader.pool.worker_main import WorkerSpec
 
-__all__ = ["Engine", "WorkerCount"]
+__all__ = ["Engine"]
 
 _log = logging.getLogger("thresher")
-
-WorkerCount = Union[int, Literal["auto"]]
 
 
 @dataclass(frozen=True)
@@ -116,7 +115,8 @@ class Engine:
             stats.notes = [str(decision)] if decision is not None else []
         if workers == 0:
             return InProcessProducer(self.processor, position, stop, self.chunk_size, stats)
-        from thresher.loader.pool.workers import WorkerPoolProducer  # starts processes: loaded when used
+        # The pool's module (sockets, shared memory) is loaded only by loaders with workers.
+        from thresher.loader.pool.workers import WorkerPoolProducer
 
         assert self.worker_spec is not None
         return WorkerPoolProducer(self.worker_spec, position, stop, self.chunk_size, workers, buffer, stats)
