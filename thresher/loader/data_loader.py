@@ -53,7 +53,7 @@ class DataLoader:
     ``if __name__ == "__main__":``, as with any multiprocessing code.
 
     ``it.stats()`` on an iterator tells where the time goes and what to change;
-    ``thresher.trace(path)`` records a timeline (docs/performance.md).
+    ``thresher.trace(path)`` records a timeline (see ``thresher.loader.profiling``).
 
     When a Batch comes before any Filter and the shard options leave ``block_size``
     unset, shards are dealt in blocks of one batch: the P local batches of step t
