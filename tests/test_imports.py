@@ -23,7 +23,8 @@ def all_thresher_modules() -> list[str]:
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
@@ -37,7 +38,12 @@ def _top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
         elif isinstance(node, ast.If) and not _is_type_checking(node):
             todo.extend(node.body + node.orelse)
         elif isinstance(node, ast.Try):
-            todo.extend(node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body])
+            todo.extend(
+                node.body
+                + node.orelse
+                + node.finalbody
+                + [s for h in node.handlers for s in h.body]
+            )
     return out
 
 
@@ -78,7 +84,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return [*stack[stack.index(nxt) :], nxt]
             if nxt not in state:
                 found = visit(nxt)
                 if found:
@@ -109,7 +115,9 @@ def test_module_level_imports_have_no_cycle() -> None:
 def test_keyed_randomness_is_a_leaf() -> None:
     graph = import_graph()
     for module in (m for m in graph if m.startswith("thresher.randomness")):
-        assert graph[module] <= {"thresher.errors"} | {m for m in graph if m.startswith("thresher.randomness")}
+        assert graph[module] <= {"thresher.errors"} | {
+            m for m in graph if m.startswith("thresher.randomness")
+        }
 
 
 _IMPORT_EACH_ALONE = """
@@ -117,7 +125,7 @@ import importlib, sys, traceback
 failed = []
 for module in sys.argv[1:]:
     for name in [m for m in sys.modules if m == "thresher" or m.startswith("thresher.")]:
-        del sys.modules[name]  # each module is imported first, with no thresher module loaded before it
+        del sys.modules[name]  # each module is imported first, before any other thresher module
     try:
         importlib.import_module(module)
     except Exception:
@@ -130,7 +138,12 @@ def test_every_module_imports_alone() -> None:
     """Each module imported first in an interpreter that has loaded no thresher module yet
     (one fresh interpreter; third-party modules such as numpy stay loaded between them)."""
     modules = all_thresher_modules()
-    out = subprocess.run([sys.executable, "-c", _IMPORT_EACH_ALONE, *modules], capture_output=True, text=True,
-                         cwd=PACKAGE.parent, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORT_EACH_ALONE, *modules],
+        capture_output=True,
+        text=True,
+        cwd=PACKAGE.parent,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", out.stdout

@@ -22,8 +22,15 @@ from thresher.errors import ConfigError
 __all__ = ["check_count", "check_int"]
 
 
-def check_int(value: object, name: str, *, minimum: int | None = None, optional: bool = False,
-              error: type[Exception] = ConfigError, also: str = "") -> int | None:
+def check_int(
+    value: object,
+    name: str,
+    *,
+    minimum: int | None = None,
+    optional: bool = False,
+    error: type[Exception] = ConfigError,
+    also: str = "",
+) -> int | None:
     """``value`` as an int (None when ``optional`` and None); raises ``error`` naming ``name``.
 
     ``minimum`` is the smallest allowed value; ``also`` names other values the
@@ -31,16 +38,27 @@ def check_int(value: object, name: str, *, minimum: int | None = None, optional:
     """
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (
-            minimum is not None and value < minimum):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or (minimum is not None and value < minimum)
+    ):
         bound = "" if minimum is None else f" >= {minimum}"
-        allowed = f"an int{bound}" + (" or None" if optional else "") + (f" or {also}" if also else "")
+        allowed = (
+            f"an int{bound}" + (" or None" if optional else "") + (f" or {also}" if also else "")
+        )
         raise error(f"{name} must be {allowed}, got {value!r}")
     return int(value)
 
 
-def check_count(value: object, name: str, *, minimum: int = 0, error: type[Exception] = ConfigError,
-                also: str = "") -> int:
+def check_count(
+    value: object,
+    name: str,
+    *,
+    minimum: int = 0,
+    error: type[Exception] = ConfigError,
+    also: str = "",
+) -> int:
     """``check_int`` for a required value: never None.
 
     Example:

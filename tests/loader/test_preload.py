@@ -23,7 +23,9 @@ def test_preloaded_modules_are_in_the_workers_and_the_rest_is_not() -> None:
                                    worker_count=1)
             print(sorted(set(loader)), "colorsys" in sys.modules)
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     preloaded = start_method() == "forkserver"
     assert out.stdout.split("]")[0] + "]" == f"[({preloaded}, False)]"

@@ -24,8 +24,8 @@ Example:
 
 from __future__ import annotations
 
-from types import TracebackType
 from dataclasses import replace
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,8 +35,8 @@ from thresher.dataset.mix import MixSchedule
 from thresher.dataset.packing import PackedBlock, PackingStats
 from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError, TransformError
 from thresher.loader.iterator import DataLoaderIterator
-from thresher.loader.state_types import Extensions, LoaderState, MixSegment
 from thresher.loader.profiling.stats import LoaderStats
+from thresher.loader.state_types import Extensions, LoaderState, MixSegment
 
 if TYPE_CHECKING:
     from thresher.dataset.dataset import Dataset
@@ -52,7 +52,7 @@ class DatasetIterator:
     the pipeline (a mixture's segment) and the position before it exists.
     """
 
-    def __init__(self, dataset: "Dataset", compiled: Compiled) -> None:
+    def __init__(self, dataset: Dataset, compiled: Compiled) -> None:
         self._dataset = dataset
         self._compiled = compiled
         self._engine_it: DataLoaderIterator | None = None
@@ -74,7 +74,7 @@ class DatasetIterator:
             self._engine_it.restore(state, allow_approximate=allow_approximate)
 
     # -- iteration ------------------------------------------------------------------------
-    def __iter__(self) -> "DatasetIterator":
+    def __iter__(self) -> DatasetIterator:
         return self
 
     def __next__(self) -> Any:
@@ -85,7 +85,7 @@ class DatasetIterator:
         if self._engine_it is not None:
             self._engine_it.close()
 
-    def __enter__(self) -> "DatasetIterator":
+    def __enter__(self) -> DatasetIterator:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -176,7 +176,7 @@ class DatasetIterator:
 class PackIterator(DatasetIterator):
     """Packed rows (or batches of them) from the engine's stream of packed windows."""
 
-    def __init__(self, dataset: "Dataset", compiled: Compiled) -> None:
+    def __init__(self, dataset: Dataset, compiled: Compiled) -> None:
         super().__init__(dataset, compiled)
         assert compiled.front is not None
         self._front = compiled.front

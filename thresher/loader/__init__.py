@@ -24,6 +24,19 @@ from thresher.loader.resumable import ResumableIterator
 from thresher.loader.state import slowest_state
 from thresher.loader.state_types import LoaderState
 
-__all__ = ["AutotuneReport", "DataLoader", "DataLoaderIterator", "Engine", "LoaderOptions", "LoaderState",
-           "LoaderStats", "ResumableIterator", "StageTime", "Tracer", "plot_timeline", "preload_in_workers",
-           "slowest_state", "trace"]
+__all__ = [
+    "AutotuneReport",
+    "DataLoader",
+    "DataLoaderIterator",
+    "Engine",
+    "LoaderOptions",
+    "LoaderState",
+    "LoaderStats",
+    "ResumableIterator",
+    "StageTime",
+    "Tracer",
+    "plot_timeline",
+    "preload_in_workers",
+    "slowest_state",
+    "trace",
+]

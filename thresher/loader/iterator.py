@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ def apply_batch_ops(plan: Plan, sampler: IndexSampler, batch: Any, first: int, e
 class _BatchContext:
     """The OpContext of one batch: its generator is seeded from its first global position."""
 
-    __slots__ = ("_sampler", "_first", "_rng")
+    __slots__ = ("_first", "_rng", "_sampler")
 
     def __init__(self, sampler: IndexSampler, first: int, rng: RecordRng) -> None:
         self._sampler, self._first, self._rng = sampler, first, rng
@@ -130,7 +131,7 @@ class DataLoaderIterator:
             producer, self._producer = self._producer, None
             producer.close()
 
-    def __enter__(self) -> "DataLoaderIterator":
+    def __enter__(self) -> DataLoaderIterator:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -144,7 +145,7 @@ class DataLoaderIterator:
             pass
 
     # -- iteration --------------------------------------------------------------------------
-    def __iter__(self) -> "DataLoaderIterator":
+    def __iter__(self) -> DataLoaderIterator:
         return self
 
     def __next__(self) -> Any:

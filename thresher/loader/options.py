@@ -14,13 +14,13 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 from thresher._validate import check_count, check_int
 
 __all__ = ["LoaderOptions", "WorkerCount"]
 
-WorkerCount = Union[int, Literal["auto"]]
+WorkerCount = int | Literal["auto"]
 
 _MIN_CHUNK_RECORDS = 256
 
@@ -40,9 +40,14 @@ class LoaderOptions:
         if self.worker_count != "auto":
             count = check_count(self.worker_count, "worker_count", minimum=0, also='"auto"')
             object.__setattr__(self, "worker_count", count)
-        object.__setattr__(self, "chunk_size", check_int(self.chunk_size, "chunk_size", minimum=1, optional=True))
-        object.__setattr__(self, "worker_buffer_size",
-                           check_int(self.worker_buffer_size, "worker_buffer_size", minimum=1, optional=True))
+        object.__setattr__(
+            self, "chunk_size", check_int(self.chunk_size, "chunk_size", minimum=1, optional=True)
+        )
+        object.__setattr__(
+            self,
+            "worker_buffer_size",
+            check_int(self.worker_buffer_size, "worker_buffer_size", minimum=1, optional=True),
+        )
 
     def chunk_size_for(self, batch_size: int | None) -> int:
         """``chunk_size``, or by default a multiple of the batch size of at least 256."""

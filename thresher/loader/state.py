@@ -13,7 +13,8 @@ loader (where to resume) and merges the states of a run.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError
 from thresher.loader.state_types import STATE_VERSION, Geometry, LoaderState, Slowest, StreamId

@@ -8,14 +8,16 @@ Example:
     >>> from thresher.randomness.record_rng import RecordRng, operation_salt
     >>> rng = RecordRng()
     >>> a = rng.seeded(7, operation_salt(0)).random()
-    >>> b = [g.random() for g in rng.seeded_many(np.array([7], dtype=np.uint64), operation_salt(0))][0]
+    >>> seeds = np.array([7], dtype=np.uint64)
+    >>> b = [g.random() for g in rng.seeded_many(seeds, operation_salt(0))][0]
     >>> a == b
     True
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -41,14 +43,19 @@ class RecordRng:
     The 128-bit state and increment are hashed from (record seed, salt).
     """
 
-    __slots__ = ("_bitgen", "generator", "_state", "_inner")
+    __slots__ = ("_bitgen", "_inner", "_state", "generator")
 
     def __init__(self) -> None:
         self._bitgen = np.random.PCG64(0)
         self.generator = np.random.Generator(self._bitgen)
         # One state dict, refilled per record (the setter copies what it reads).
         self._inner: dict[str, int] = {"state": 0, "inc": 1}
-        self._state: Any = {"bit_generator": "PCG64", "state": self._inner, "has_uint32": 0, "uinteger": 0}
+        self._state: Any = {
+            "bit_generator": "PCG64",
+            "state": self._inner,
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
 
     def _set(self, a: int, b: int, c: int) -> np.random.Generator:
         inner = self._inner
@@ -69,7 +76,7 @@ class RecordRng:
         b = mix64_array(a ^ np.uint64(SALT_RNG_STATE))
         c = mix64_array(b)
         set_ = self._set
-        for x, y, z in zip(a.tolist(), b.tolist(), c.tolist()):
+        for x, y, z in zip(a.tolist(), b.tolist(), c.tolist(), strict=True):
             yield set_(x, y, z)
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,8 @@ class RandomMapTransform:
         """This step as the engine runs it, its randomness keyed by index or by its seed."""
         fn = getattr(self, "_fn", None)
         direct = fn if type(self) is RandomMapTransform and fn is not None else self.random_map
-        return RandomMapOp(direct, self.describe(), index, operation_salt(index, getattr(self, "seed", None)))
+        salt = operation_salt(index, getattr(self, "seed", None))
+        return RandomMapOp(direct, self.describe(), index, salt)
 
     def __repr__(self) -> str:
         return self.describe()

@@ -166,12 +166,15 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
         payload = cloudpickle.dumps(shipped)
     except Exception as e:
         raise ConfigError(
-            f"{_unpicklable_part(shipped)} cannot be sent to worker processes: {type(e).__name__}: {e}. "
+            f"{_unpicklable_part(shipped)} cannot be sent to worker processes: "
+            f"{type(e).__name__}: {e}. "
             "With worker_count > 0 the source and the operations before the Batch are pickled "
             "(with cloudpickle: lambdas and closures are fine) and sent to each worker. Create "
-            "locks, open files, clients and the like lazily inside the operation, or use worker_count=0"
+            "locks, open files, clients and the like lazily inside the operation, or use "
+            "worker_count=0"
         ) from e
     batch = plan.batch
-    stack = batch is not None and not plan.filter_before_batch and chunk_size % batch.batch_size == 0
+    stack = (batch is not None and not plan.filter_before_batch
+             and chunk_size % batch.batch_size == 0)
     return WorkerSpec(payload, stack, "[" + ", ".join(plan.descriptions) + "]",
                       worker_stages(processor.stages, stack))
