@@ -22,6 +22,8 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+import cloudpickle
+
 from thresher.errors import ConfigError
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.pool.worker_main import WorkerSpec, worker_stages
@@ -115,8 +117,6 @@ def prestart() -> None:
 
 
 def _pickle_or_none(obj: Any) -> Exception | None:
-    import cloudpickle
-
     try:
         cloudpickle.dumps(obj)
     except Exception as e:
@@ -158,8 +158,6 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
         ...     print(str(e).split(":")[0])
         operation 1 Map(locked) cannot be sent to worker processes
     """
-    import cloudpickle
-
     plan = processor.plan
     shipped = ChunkProcessor(processor.source, processor.sampler, replace(plan, batch_ops=()))
     try:
