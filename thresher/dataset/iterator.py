@@ -88,8 +88,12 @@ class DatasetIterator:
     def __enter__(self) -> DatasetIterator:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     def stats(self, reset: bool = False) -> LoaderStats:
@@ -101,7 +105,9 @@ class DatasetIterator:
         mix = self._compiled.mix
         if mix is None:
             return Extensions()
-        return Extensions(mix=MixSegment(tuple(mix.schedule.weights), mix.origin, tuple(mix.offsets)))
+        return Extensions(
+            mix=MixSegment(tuple(mix.schedule.weights), mix.origin, tuple(mix.offsets))
+        )
 
     def get_state(self) -> dict[str, Any]:
         """A small JSON-serialisable dict (see the module docstring)."""
@@ -121,8 +127,10 @@ class DatasetIterator:
         segment = saved.extensions.mix
         if mix is None or segment is None:
             if mix is not None:
-                raise InvalidStateError("this dataset is a mixture but the state has no state['dataset']['mix']; "
-                                        "it was not saved by a mixture")
+                raise InvalidStateError(
+                    "this dataset is a mixture but the state has no state['dataset']['mix']; "
+                    "it was not saved by a mixture"
+                )
             self._start(saved)
             return
         current = [float(w) for w in mix.schedule.weights]
@@ -132,9 +140,11 @@ class DatasetIterator:
             return
         if not reweight:
             raise IncompatibleStateError(
-                f"this state was saved with mixture weights {list(segment.weights)}, this dataset has {current}. "
-                "To continue each component where it stopped and use the new weights from here on, call "
-                "set_state(state, reweight=True)")
+                f"this state was saved with mixture weights {list(segment.weights)}, this dataset "
+                f"has {current}. To continue each component where it stopped and use the new "
+                "weights from here on, call "
+                "set_state(state, reweight=True)"
+            )
         self._reweight(saved, segment)
 
     def _use_segment(self, segment: tuple[int, list[int]]) -> None:
@@ -151,18 +161,22 @@ class DatasetIterator:
         weights = list(segment.weights)
         old = self._dataset.with_mix_weights(weights)
         if saved.stream.operations != old.fingerprint():
-            raise IncompatibleStateError("set_state(reweight=True): the state was saved by a pipeline that differs "
-                                         "in more than the mixture weights; restore it with the same chain")
+            raise IncompatibleStateError(
+                "set_state(reweight=True): the state was saved by a pipeline that differs "
+                "in more than the mixture weights; restore it with the same chain"
+            )
         g = saved.position if saved.geometry.shard_count == 1 else saved.global_position
         if g is None:
-            raise GeometryError("set_state(reweight=True) needs the global mixture position of the state, and "
-                                "this sharded state has none (a filter before the batch, or not at a step "
-                                "boundary); reweight at a step boundary of a pipeline without filters")
+            raise GeometryError(
+                "set_state(reweight=True) needs the global mixture position of the state, and "
+                "this sharded state has none (a filter before the batch, or not at a step "
+                "boundary); reweight at a step boundary of a pipeline without filters"
+            )
         mix = self._compiled.mix
         assert mix is not None
         schedule = MixSchedule(weights, mix.schedule.period, mix.schedule.seed)
         counts = schedule.counts(g - segment.origin)
-        offsets = [o + c for o, c in zip(segment.offsets, counts)]
+        offsets = [o + c for o, c in zip(segment.offsets, counts, strict=False)]
         self._use_segment((g, offsets))
         self.close()
         self._engine_it = None
@@ -240,13 +254,17 @@ class PackIterator(DatasetIterator):
             block, lo, hi = parts[0]
             out: Any = {name: block.rows[name][lo:hi] for name in names}
         else:
-            out = {name: np.concatenate([b.rows[name][lo:hi] for b, lo, hi in parts]) for name in names}
+            out = {
+                name: np.concatenate([b.rows[name][lo:hi] for b, lo, hi in parts]) for name in names
+            }
         for fn in self._front.batch_fns:
             try:
                 out = fn(out)
             except Exception as e:
-                raise TransformError(f"map on packed batches ({getattr(fn, '__qualname__', fn)!r}) failed: "
-                                     f"{type(e).__name__}: {e}") from e
+                raise TransformError(
+                    f"map on packed batches ({getattr(fn, '__qualname__', fn)!r}) failed: "
+                    f"{type(e).__name__}: {e}"
+                ) from e
         return out
 
     def get_state(self) -> dict[str, Any]:
@@ -261,8 +279,10 @@ class PackIterator(DatasetIterator):
         saved = LoaderState.from_json(state)
         rows = saved.extensions.pack_rows
         if rows is None:
-            raise InvalidStateError("a packed dataset's state needs state['dataset']['pack']['rows'] (an int >= 0); "
-                                    "this state was not saved by a packed dataset")
+            raise InvalidStateError(
+                "a packed dataset's state needs state['dataset']['pack']['rows'] (an int >= 0); "
+                "this state was not saved by a packed dataset"
+            )
         self._start(saved)
         self._block, self._row, self._done = None, 0, False
         if rows:
@@ -270,6 +290,7 @@ class PackIterator(DatasetIterator):
                 raise InvalidStateError("the state points past the end of the packed stream")
             assert self._block is not None
             if rows > self._block.num_rows:
-                raise InvalidStateError(f"the state skips {rows} rows of a window that has "
-                                        f"{self._block.num_rows}")
+                raise InvalidStateError(
+                    f"the state skips {rows} rows of a window that has {self._block.num_rows}"
+                )
             self._row = rows
