@@ -16,8 +16,11 @@ from thresher.loader.resumable import ResumableIterator
 
 
 def _loader() -> th.DataLoader:
-    return th.DataLoader(th.sources.RangeDataSource(0, 32), th.IndexSampler(32, shuffle=True, seed=1),
-                         [lambda x: np.float32(x), th.Batch(4, drop_remainder=True)])
+    return th.DataLoader(
+        th.sources.RangeDataSource(0, 32),
+        th.IndexSampler(32, shuffle=True, seed=1),
+        [lambda x: np.float32(x), th.Batch(4, drop_remainder=True)],
+    )
 
 
 def _check(it: ResumableIterator) -> list[list[float]]:
@@ -37,7 +40,9 @@ def test_loader_dataset_and_jax_iterators_are_resumable_iterators() -> None:
     want = _check(iter(_loader()))
     assert _check(DevicePrefetchIterator(iter(_loader()), size=2)) == want
     mesh = jax.make_mesh((jax.device_count(),), ("data",))
-    assert _check(global_batches(iter(_loader()), NamedSharding(mesh, PartitionSpec("data")))) == want
+    assert (
+        _check(global_batches(iter(_loader()), NamedSharding(mesh, PartitionSpec("data")))) == want
+    )
     ds = th.Dataset.range(32).shuffle(seed=1).map(np.float32).batch(4, drop_remainder=True)
     _check(iter(ds))
 
@@ -46,11 +51,14 @@ def test_a_data_loader_with_workers_starts_no_process_until_it_is_iterated() -> 
     script = textwrap.dedent("""
         import psutil, thresher as th
         if __name__ == "__main__":
-            loader = th.DataLoader(th.sources.RangeDataSource(0, 64), th.IndexSampler(64), [th.Batch(8)],
+            loader = th.DataLoader(th.sources.RangeDataSource(0, 64), th.IndexSampler(64),
+                                   [th.Batch(8)],
                                    worker_count=2)
             before = len(psutil.Process().children(recursive=True))
             batches = [b.tolist() for b in loader]
             print(before, len(batches))
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
     assert out.stdout.split() == ["0", "8"]

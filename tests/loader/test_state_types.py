@@ -1,4 +1,4 @@
-"""The typed state: JSON round trips, old saved states, one place of validation, the geometry arithmetic."""
+"""The typed state: JSON round trips, old saved states, validation in one place, the geometry."""
 
 from __future__ import annotations
 
@@ -15,17 +15,23 @@ from thresher.loader.state_types import Extensions, Geometry, LoaderState, MixSe
 from thresher.samplers.geometry import ShardGeometry
 
 # Saved by thresher before the state was typed (same JSON format, version 1).
-OLD_LOADER_STATE = json.loads(
-    '{"version": 1, "position": 8, "global_position": 16, "fingerprint": "972e7a1c81db7c65", "stream": '
-    '{"num_records": 40, "shuffle": true, "seed": 5, "num_epochs": 1, "operations": "609e5242415c3364"}, '
-    '"geometry": {"shard_index": 1, "shard_count": 2, "block_size": 4, "batch_size": 4, "drop_remainder": '
-    'false, "aligned": true}, "operations": ["Map(_plus_one)", "Batch(4, drop_remainder=False)"]}')
-OLD_MIX_STATE = json.loads(
-    '{"version": 1, "position": 4, "global_position": 4, "fingerprint": "c325dfc605a7b699", "stream": '
-    '{"num_records": 40, "shuffle": false, "seed": null, "num_epochs": 1, "operations": "3c915601e4a40999"}, '
-    '"geometry": {"shard_index": 0, "shard_count": 1, "block_size": 4, "batch_size": 4, "drop_remainder": '
-    'false, "aligned": true}, "operations": ["Batch(4, drop_remainder=False)"], "dataset": {"mix": '
-    '{"weights": [0.5, 0.5], "origin": 0, "offsets": [0, 0]}}}')
+OLD_LOADER_STATE = {
+    "version": 1, "position": 8, "global_position": 16, "fingerprint": "972e7a1c81db7c65",
+    "stream": {"num_records": 40, "shuffle": True, "seed": 5, "num_epochs": 1,
+               "operations": "609e5242415c3364"},
+    "geometry": {"shard_index": 1, "shard_count": 2, "block_size": 4, "batch_size": 4,
+                 "drop_remainder": False, "aligned": True},
+    "operations": ["Map(_plus_one)", "Batch(4, drop_remainder=False)"],
+}  # fmt: skip
+OLD_MIX_STATE = {
+    "version": 1, "position": 4, "global_position": 4, "fingerprint": "c325dfc605a7b699",
+    "stream": {"num_records": 40, "shuffle": False, "seed": None, "num_epochs": 1,
+               "operations": "3c915601e4a40999"},
+    "geometry": {"shard_index": 0, "shard_count": 1, "block_size": 4, "batch_size": 4,
+                 "drop_remainder": False, "aligned": True},
+    "operations": ["Batch(4, drop_remainder=False)"],
+    "dataset": {"mix": {"weights": [0.5, 0.5], "origin": 0, "offsets": [0, 0]}},
+}  # fmt: skip
 
 
 def _plus_one(x: int) -> int:
@@ -50,32 +56,51 @@ def test_states_saved_before_typing_round_trip_and_restore() -> None:
     assert next(it2).tolist() == next(whole2).tolist()
 
 
-@given(position=st.integers(0, 10**12), index=st.integers(0, 7), count=st.integers(1, 8),
-       block=st.integers(1, 64), batch=st.one_of(st.none(), st.integers(1, 64)), aligned=st.booleans(),
-       rows=st.one_of(st.none(), st.integers(0, 100)), mixed=st.booleans())
-def test_to_json_from_json_round_trip(position: int, index: int, count: int, block: int, batch: int | None,
-                                      aligned: bool, rows: int | None, mixed: bool) -> None:
+@given(
+    position=st.integers(0, 10**12),
+    index=st.integers(0, 7),
+    count=st.integers(1, 8),
+    block=st.integers(1, 64),
+    batch=st.one_of(st.none(), st.integers(1, 64)),
+    aligned=st.booleans(),
+    rows=st.one_of(st.none(), st.integers(0, 100)),
+    mixed=st.booleans(),
+)
+def test_to_json_from_json_round_trip(
+    position: int,
+    index: int,
+    count: int,
+    block: int,
+    batch: int | None,
+    aligned: bool,
+    rows: int | None,
+    mixed: bool,
+) -> None:
     geometry = Geometry(index % count, count, block, batch, False, aligned)
     mix = MixSegment((0.25, 0.75), 3, (1, 2)) if mixed else None
-    state = LoaderState.at(position, StreamId(10, True, 3, None, "abc"), geometry, ("Map(f)",),
-                           Extensions(mix, rows))
+    state = LoaderState.at(
+        position, StreamId(10, True, 3, None, "abc"), geometry, ("Map(f)",), Extensions(mix, rows)
+    )
     d = json.loads(json.dumps(state.to_json()))
     assert LoaderState.from_json(d) == state
     assert len(json.dumps(d)) < 1024
 
 
-@pytest.mark.parametrize("edit", [
-    lambda d: d.pop("position"),
-    lambda d: d.update(position=-1),
-    lambda d: d.update(position=True),
-    lambda d: d.update(version=2),
-    lambda d: d["geometry"].update(shard_index=2),
-    lambda d: d["geometry"].update(block_size=0),
-    lambda d: d["stream"].pop("seed"),
-    lambda d: d["stream"].update(seed=6),  # the fingerprint no longer matches
-    lambda d: d.update(dataset={"mix": {"weights": [1.0], "origin": "0", "offsets": [0]}}),
-    lambda d: d.update(slowest_of=3, slowest_global_position=4),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d.pop("position"),
+        lambda d: d.update(position=-1),
+        lambda d: d.update(position=True),
+        lambda d: d.update(version=2),
+        lambda d: d["geometry"].update(shard_index=2),
+        lambda d: d["geometry"].update(block_size=0),
+        lambda d: d["stream"].pop("seed"),
+        lambda d: d["stream"].update(seed=6),  # the fingerprint no longer matches
+        lambda d: d.update(dataset={"mix": {"weights": [1.0], "origin": "0", "offsets": [0]}}),
+        lambda d: d.update(slowest_of=3, slowest_global_position=4),
+    ],
+)
 def test_every_malformed_state_is_refused_by_from_json(edit) -> None:  # type: ignore[no-untyped-def]
     d = json.loads(json.dumps(OLD_LOADER_STATE))
     edit(d)
@@ -83,16 +108,30 @@ def test_every_malformed_state_is_refused_by_from_json(edit) -> None:  # type: i
         LoaderState.from_json(d)
 
 
-@given(position=st.integers(0, 10**6), index=st.integers(0, 7), count=st.integers(1, 8), block=st.integers(1, 16))
-def test_shard_geometry_is_the_samplers_arithmetic(position: int, index: int, count: int, block: int) -> None:
+@given(
+    position=st.integers(0, 10**6),
+    index=st.integers(0, 7),
+    count=st.integers(1, 8),
+    block=st.integers(1, 16),
+)
+def test_shard_geometry_is_the_samplers_arithmetic(
+    position: int, index: int, count: int, block: int
+) -> None:
     geometry = ShardGeometry(index % count, count, block)
-    sampler = th.IndexSampler(10**7, shard_options=th.ShardOptions(index % count, count, block_size=block))
+    sampler = th.IndexSampler(
+        10**7, shard_options=th.ShardOptions(index % count, count, block_size=block)
+    )
     assert geometry.to_global(position) == sampler[position].global_position
     assert geometry.to_global_array(np.array([position]))[0] == geometry.to_global(position)
     start = geometry.step_start(position)
     if count == 1:
         assert start == position  # one shard: local positions are global ones
-    elif start is not None:  # every shard is at a whole number of rounds: all positions before are taken
-        assert start % geometry.round_size == 0 and start <= geometry.to_global(position) < start + geometry.round_size
+    elif (
+        start is not None
+    ):  # every shard is at a whole number of rounds: all positions before are taken
+        assert (
+            start % geometry.round_size == 0
+            and start <= geometry.to_global(position) < start + geometry.round_size
+        )
     else:
         assert position % block != 0

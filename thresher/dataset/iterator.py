@@ -24,8 +24,8 @@ Example:
 
 from __future__ import annotations
 
-from types import TracebackType
 from dataclasses import replace
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,8 +37,8 @@ from thresher.dataset.packing import PackedBlock, PackingStats
 from thresher.dataset.rebatch import run_batch_maps
 from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError
 from thresher.loader.iterator import DataLoaderIterator
-from thresher.loader.state_types import Extensions, LoaderState, MixSegment
 from thresher.loader.profiling.stats import LoaderStats
+from thresher.loader.state_types import Extensions, LoaderState, MixSegment
 
 if TYPE_CHECKING:
     from thresher.dataset.dataset import Dataset
@@ -54,7 +54,7 @@ class DatasetIterator:
     the pipeline (a mixture's segment) and the position before it exists.
     """
 
-    def __init__(self, dataset: "Dataset", compiled: Compiled) -> None:
+    def __init__(self, dataset: Dataset, compiled: Compiled) -> None:
         self._dataset = dataset
         self._compiled = compiled
         self._engine_it: DataLoaderIterator | None = None
@@ -76,7 +76,7 @@ class DatasetIterator:
             self._engine_it.restore(state, allow_approximate=allow_approximate)
 
     # -- iteration ------------------------------------------------------------------------
-    def __iter__(self) -> "DatasetIterator":
+    def __iter__(self) -> DatasetIterator:
         return self
 
     def __next__(self) -> Any:
@@ -87,11 +87,15 @@ class DatasetIterator:
         if self._engine_it is not None:
             self._engine_it.close()
 
-    def __enter__(self) -> "DatasetIterator":
+    def __enter__(self) -> DatasetIterator:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     def stats(self, reset: bool = False) -> LoaderStats:
@@ -103,7 +107,9 @@ class DatasetIterator:
         mix = self._compiled.mix
         if mix is None:
             return Extensions()
-        return Extensions(mix=MixSegment(tuple(mix.schedule.weights), mix.origin, tuple(mix.offsets)))
+        return Extensions(
+            mix=MixSegment(tuple(mix.schedule.weights), mix.origin, tuple(mix.offsets))
+        )
 
     def get_state(self) -> dict[str, Any]:
         """A small JSON-serialisable dict (see the module docstring)."""
@@ -123,8 +129,10 @@ class DatasetIterator:
         segment = saved.extensions.mix
         if mix is None or segment is None:
             if mix is not None:
-                raise InvalidStateError("this dataset is a mixture but the state has no state['dataset']['mix']; "
-                                        "it was not saved by a mixture")
+                raise InvalidStateError(
+                    "this dataset is a mixture but the state has no state['dataset']['mix']; "
+                    "it was not saved by a mixture"
+                )
             self._start(saved)
             return
         current = [float(w) for w in mix.schedule.weights]
@@ -134,9 +142,11 @@ class DatasetIterator:
             return
         if not reweight:
             raise IncompatibleStateError(
-                f"this state was saved with mixture weights {list(segment.weights)}, this dataset has {current}. "
-                "To continue each component where it stopped and use the new weights from here on, call "
-                "set_state(state, reweight=True)")
+                f"this state was saved with mixture weights {list(segment.weights)}, this dataset "
+                f"has {current}. To continue each component where it stopped and use the new "
+                "weights from here on, call "
+                "set_state(state, reweight=True)"
+            )
         self._reweight(saved, segment)
 
     def _use_segment(self, segment: tuple[int, list[int]]) -> None:
@@ -153,18 +163,22 @@ class DatasetIterator:
         weights = list(segment.weights)
         old = self._dataset.with_mix_weights(weights)
         if saved.stream.operations != old.fingerprint():
-            raise IncompatibleStateError("set_state(reweight=True): the state was saved by a pipeline that differs "
-                                         "in more than the mixture weights; restore it with the same chain")
+            raise IncompatibleStateError(
+                "set_state(reweight=True): the state was saved by a pipeline that differs "
+                "in more than the mixture weights; restore it with the same chain"
+            )
         g = saved.position if saved.geometry.shard_count == 1 else saved.global_position
         if g is None:
-            raise GeometryError("set_state(reweight=True) needs the global mixture position of the state, and "
-                                "this sharded state has none (a filter before the batch, or not at a step "
-                                "boundary); reweight at a step boundary of a pipeline without filters")
+            raise GeometryError(
+                "set_state(reweight=True) needs the global mixture position of the state, and "
+                "this sharded state has none (a filter before the batch, or not at a step "
+                "boundary); reweight at a step boundary of a pipeline without filters"
+            )
         mix = self._compiled.mix
         assert mix is not None
         schedule = MixSchedule(weights, mix.schedule.period, mix.schedule.seed)
         counts = schedule.counts(g - segment.origin)
-        offsets = [o + c for o, c in zip(segment.offsets, counts)]
+        offsets = [o + c for o, c in zip(segment.offsets, counts, strict=False)]
         self._use_segment((g, offsets))
         self.close()
         self._engine_it = None
@@ -178,7 +192,7 @@ class DatasetIterator:
 class PackIterator(DatasetIterator):
     """Packed rows (or batches of them) from the engine's stream of packed windows."""
 
-    def __init__(self, dataset: "Dataset", compiled: Compiled) -> None:
+    def __init__(self, dataset: Dataset, compiled: Compiled) -> None:
         super().__init__(dataset, compiled)
         assert compiled.front is not None
         self._front = compiled.front
@@ -257,8 +271,10 @@ class PackIterator(DatasetIterator):
         saved = LoaderState.from_json(as_state(state, "set_state"))
         rows = saved.extensions.pack_rows
         if rows is None:
-            raise InvalidStateError("a packed dataset's state needs state['dataset']['pack']['rows'] (an int >= 0); "
-                                    "this state was not saved by a packed dataset")
+            raise InvalidStateError(
+                "a packed dataset's state needs state['dataset']['pack']['rows'] (an int >= 0); "
+                "this state was not saved by a packed dataset"
+            )
         self._start(saved)
         self._block, self._row, self._done = None, 0, False
         if rows:
@@ -266,6 +282,7 @@ class PackIterator(DatasetIterator):
                 raise InvalidStateError("the state points past the end of the packed stream")
             assert self._block is not None
             if rows > self._block.num_rows:
-                raise InvalidStateError(f"the state skips {rows} rows of a window that has "
-                                        f"{self._block.num_rows}")
+                raise InvalidStateError(
+                    f"the state skips {rows} rows of a window that has {self._block.num_rows}"
+                )
             self._row = rows

@@ -25,8 +25,9 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
-from thresher.loader.resumable import HasState
+from thresher._validate import check_count
 from thresher.loader.profiling.stats import LoaderStats
+from thresher.loader.resumable import HasState
 
 __all__ = ["DevicePrefetchIterator"]
 
@@ -105,8 +106,7 @@ class DevicePrefetchIterator:
 
     def __init__(self, iterator: Iterable[Any], transform: Callable[[Any], Any] = _identity, *,
                  size: int = 2) -> None:
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ValueError(f"size (the prefetch depth) must be an int >= 0, got {size!r}")
+        size = check_count(size, "size (the prefetch depth)", minimum=0, error=ValueError)
         self._source: Iterator[Any] = iter(iterator)
         self._transform = transform
         self._size = size

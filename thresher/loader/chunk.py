@@ -11,17 +11,18 @@ per chunk, never per record), for ``DataLoaderIterator.stats()`` and tracing.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from thresher.errors import TransformError
+from thresher.randomness.record_rng import RecordRng
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.sources.protocol import read_many
 from thresher.transforms.kinds import ElementFailure, Operation
 from thresher.transforms.operations import Plan
-from thresher.transforms.random_map import RecordRng
 
 __all__ = ["Chunk", "ChunkProcessor", "stage_labels"]
 
@@ -50,7 +51,7 @@ class Chunk:
     marks: list[int] | None = field(default=None, repr=False, compare=False)
 
 
-def stage_labels(names: "list[str] | tuple[str, ...]") -> tuple[str, ...]:
+def stage_labels(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """Unique stage labels for operation names: a repeated name gets its index.
 
     Example:
@@ -160,7 +161,7 @@ class ChunkProcessor:
 class _RecordContext:
     """The OpContext of one chunk: per-record generators for the surviving elements."""
 
-    __slots__ = ("_processor", "_globals", "_seeds", "alive")
+    __slots__ = ("_globals", "_processor", "_seeds", "alive")
 
     def __init__(self, processor: ChunkProcessor, globals_: np.ndarray) -> None:
         self._processor = processor

@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any
 
 from thresher._compat import check_read_options, check_sampler
 from thresher.errors import ConfigError
 from thresher.loader.autotune import AutotuneReport
 from thresher.loader.chunk import ChunkProcessor
-from thresher.loader.engine import Engine, WorkerCount
+from thresher.loader.engine import Engine
 from thresher.loader.iterator import DataLoaderIterator
-from thresher.loader.state import geometry_of, stream_identity
-from thresher.loader.state_types import Geometry, LoaderState, StreamId
-from thresher.loader.profiling.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS
+from thresher.loader.options import LoaderOptions, WorkerCount
 from thresher.loader.pool.worker_main import WorkerSpec
 from thresher.loader.pool.worker_start import make_worker_spec
 from thresher.loader.main_module import unimportable_main
+from thresher.loader.profiling.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS
+from thresher.loader.state import geometry_of, stream_identity
+from thresher.loader.state_types import Geometry, LoaderState, StreamId
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.transforms.operations import plan_operations
 
 __all__ = ["DataLoader"]
-
-_MIN_CHUNK_RECORDS = 256
 
 
 class DataLoader:
@@ -58,7 +58,7 @@ class DataLoader:
     ``if __name__ == "__main__":``, as with any multiprocessing code.
 
     ``it.stats()`` on an iterator tells where the time goes and what to change;
-    ``thresher.trace(path)`` records a timeline (docs/performance.md).
+    ``thresher.trace(path)`` records a timeline (see ``thresher.loader.profiling``).
 
     When a Batch comes before any Filter and the shard options leave ``block_size``
     unset, shards are dealt in blocks of one batch: the P local batches of step t
@@ -104,9 +104,7 @@ class DataLoader:
         if sampler.num_records > n:
             raise ConfigError(f"the sampler has num_records={sampler.num_records} but the source {data_source!r} "
                               f"has only {n} records")
-        if worker_count != "auto" and (isinstance(worker_count, bool) or not isinstance(worker_count, int)
-                                       or worker_count < 0):
-            raise ConfigError(f"worker_count must be an int >= 0 or \"auto\", got {worker_count!r}")
+        options = LoaderOptions(worker_count, chunk_size, worker_buffer_size)
         self.plan = plan_operations(operations)
         batch = self.plan.batch
         if sampler.shard_options.block_size is None:
@@ -114,17 +112,9 @@ class DataLoader:
             sampler = sampler.with_block_size(block)
         self.sampler = sampler
         self.data_source = data_source
-        self.worker_count = worker_count
-        if chunk_size is None:
-            unit = batch.batch_size if batch is not None else 1
-            chunk_size = unit * max(1, -(-_MIN_CHUNK_RECORDS // unit))
-        elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-            raise ConfigError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
-        if worker_buffer_size is not None and (isinstance(worker_buffer_size, bool)
-                                               or not isinstance(worker_buffer_size, int) or worker_buffer_size < 1):
-            raise ConfigError(f"worker_buffer_size must be an int >= 1 or None, got {worker_buffer_size!r}")
-        self.chunk_size = chunk_size
-        self.worker_buffer_size = worker_buffer_size
+        self.worker_count = options.worker_count
+        self.chunk_size = chunk_size = options.chunk_size_for(batch.batch_size if batch is not None else None)
+        self.worker_buffer_size = options.worker_buffer_size
         self._processor = ChunkProcessor(data_source, sampler, self.plan)
         self._worker_spec: WorkerSpec | None = None
         self._unusable: str | None = None  # why workers cannot run this pipeline ("auto" only)

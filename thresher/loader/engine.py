@@ -20,24 +20,24 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Literal, Union
+from typing import TYPE_CHECKING
 
 from thresher.loader.autotune import AutotuneReport, decide, memory_budget
 from thresher.loader.chunk import ChunkProcessor
+from thresher.loader.options import WorkerCount
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
+from thresher.loader.profiling.stats import StatsRecorder, available_cpus
 from thresher.loader.state import resume_position
 from thresher.loader.state_types import Geometry, LoaderState, StreamId
-from thresher.loader.profiling.stats import StatsRecorder, available_cpus
 
 if TYPE_CHECKING:
     from thresher.loader.pool.worker_main import WorkerSpec
 
-__all__ = ["Engine", "WorkerCount"]
+__all__ = ["Engine"]
 
 _log = logging.getLogger("thresher")
-
-WorkerCount = Union[int, Literal["auto"]]
 
 
 @dataclass(frozen=True)
@@ -68,23 +68,39 @@ class Engine:
     # -- state ------------------------------------------------------------------------------
     def state_at(self, position: int) -> LoaderState:
         """The state of an iterator whose next batch starts at ``position``."""
-        return LoaderState.at(position, self.stream, self.geometry, self.processor.plan.descriptions)
+        return LoaderState.at(
+            position, self.stream, self.geometry, self.processor.plan.descriptions
+        )
 
     def resume_position(self, state: LoaderState, *, allow_approximate: bool = False) -> int:
         """Checks a parsed state against this stream and geometry; the position to resume at."""
-        return resume_position(state, self.stream, self.geometry, self.processor.plan.descriptions,
-                               allow_approximate=allow_approximate)
+        return resume_position(
+            state,
+            self.stream,
+            self.geometry,
+            self.processor.plan.descriptions,
+            allow_approximate=allow_approximate,
+        )
 
     # -- producers --------------------------------------------------------------------------
-    def decide(self, chunk_s: float, chunk_bytes: int, records: int, left: int | None) -> AutotuneReport:
+    def decide(
+        self, chunk_s: float, chunk_bytes: int, records: int, left: int | None
+    ) -> AutotuneReport:
         """What ``worker_count="auto"`` chooses for a first chunk measured as given."""
-        report = decide(chunk_s, chunk_bytes, records, left, available_cpus(), memory_budget(), self.unusable)
+        report = decide(
+            chunk_s, chunk_bytes, records, left, available_cpus(), memory_budget(), self.unusable
+        )
         if self.worker_buffer_size is not None:
             report = replace(report, worker_buffer_size=self.worker_buffer_size)
         return report
 
-    def producer(self, position: int, stats: StatsRecorder | None = None, decision: AutotuneReport | None = None,
-                 decided: Callable[[AutotuneReport], None] | None = None) -> Producer:
+    def producer(
+        self,
+        position: int,
+        stats: StatsRecorder | None = None,
+        decision: AutotuneReport | None = None,
+        decided: Callable[[AutotuneReport], None] | None = None,
+    ) -> Producer:
         """A producer of the chunks from ``position`` on.
 
         With ``worker_count="auto"`` and no earlier ``decision``, the first chunks are
@@ -93,30 +109,47 @@ class Engine:
         """
         stop = self.processor.sampler.local_length
         if self.worker_count != "auto":
-            return self._producer(self.worker_count, self.worker_buffer_size, position, stop, stats, None)
+            return self._producer(
+                self.worker_count, self.worker_buffer_size, position, stop, stats, None
+            )
         if decision is not None:
-            return self._producer(decision.worker_count, decision.worker_buffer_size, position, stop, stats,
-                                  decision)
+            return self._producer(
+                decision.worker_count, decision.worker_buffer_size, position, stop, stats, decision
+            )
 
-        def choose(chunk_s: float, chunk_bytes: int, records: int, left: int | None, at: int) -> Producer:
+        def choose(
+            chunk_s: float, chunk_bytes: int, records: int, left: int | None, at: int
+        ) -> Producer:
             report = self.decide(chunk_s, chunk_bytes, records, left)
             _log.info("%s", report)
             if decided is not None:
                 decided(report)
-            return self._producer(report.worker_count, report.worker_buffer_size, at, stop, stats, report)
+            return self._producer(
+                report.worker_count, report.worker_buffer_size, at, stop, stats, report
+            )
 
         if stats is not None:
             stats.worker_count = 0
         return MeasuringProducer(self.processor, position, stop, self.chunk_size, stats, choose)
 
-    def _producer(self, workers: int, buffer: int | None, position: int, stop: int | None,
-                  stats: StatsRecorder | None, decision: AutotuneReport | None) -> Producer:
+    def _producer(
+        self,
+        workers: int,
+        buffer: int | None,
+        position: int,
+        stop: int | None,
+        stats: StatsRecorder | None,
+        decision: AutotuneReport | None,
+    ) -> Producer:
         if stats is not None:
             stats.worker_count = workers
             stats.notes = [str(decision)] if decision is not None else []
         if workers == 0:
             return InProcessProducer(self.processor, position, stop, self.chunk_size, stats)
-        from thresher.loader.pool.workers import WorkerPoolProducer  # starts processes: loaded when used
+        # The pool's module (sockets, shared memory) is loaded only by loaders with workers.
+        from thresher.loader.pool.workers import WorkerPoolProducer
 
         assert self.worker_spec is not None
-        return WorkerPoolProducer(self.worker_spec, position, stop, self.chunk_size, workers, buffer, stats)
+        return WorkerPoolProducer(
+            self.worker_spec, position, stop, self.chunk_size, workers, buffer, stats
+        )

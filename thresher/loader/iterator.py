@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,11 +15,11 @@ from thresher.loader.autotune import AutotuneReport
 from thresher.loader.batcher import Batcher
 from thresher.loader.engine import Engine
 from thresher.loader.producer import Producer
-from thresher.loader.state_types import LoaderState
 from thresher.loader.profiling.stats import LoaderStats, StatsRecorder
+from thresher.loader.state_types import LoaderState
+from thresher.randomness.record_rng import RecordRng
 from thresher.randomness.seeds import DOMAIN_BATCH, derive_seed
 from thresher.transforms.operations import Plan
-from thresher.transforms.random_map import RecordRng
 
 if TYPE_CHECKING:
     from thresher.samplers.index_sampler import IndexSampler
@@ -56,7 +57,7 @@ def apply_batch_ops(plan: Plan, sampler: IndexSampler, batch: Any, first: int, e
 class _BatchContext:
     """The OpContext of one batch: its generator is seeded from its first global position."""
 
-    __slots__ = ("_sampler", "_first", "_rng")
+    __slots__ = ("_first", "_rng", "_sampler")
 
     def __init__(self, sampler: IndexSampler, first: int, rng: RecordRng) -> None:
         self._sampler, self._first, self._rng = sampler, first, rng
@@ -134,7 +135,7 @@ class DataLoaderIterator:
             producer, self._producer = self._producer, None
             producer.close()
 
-    def __enter__(self) -> "DataLoaderIterator":
+    def __enter__(self) -> DataLoaderIterator:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -148,7 +149,7 @@ class DataLoaderIterator:
             pass
 
     # -- iteration --------------------------------------------------------------------------
-    def __iter__(self) -> "DataLoaderIterator":
+    def __iter__(self) -> DataLoaderIterator:
         return self
 
     def __next__(self) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
+from thresher.loader.autotune import nbytes
 from thresher.loader.chunk import Chunk, ChunkProcessor
 from thresher.loader.profiling.stats import StatsRecorder
 
@@ -93,8 +94,6 @@ class MeasuringProducer:
         n, total = len(self._times), sum(self._times)
         last = self._stop is not None and chunk.stop >= self._stop
         if last or n >= self.MAX_PROBES or (n >= self.MIN_PROBES and total >= self.CHEAP_S):
-            from thresher.loader.autotune import nbytes
-
             left = None if self._stop is None else -(-(self._stop - chunk.stop) // self._chunk_size)
             self._rest = self._choose(min(self._times), nbytes(chunk.elements), chunk.stop - chunk.start, left,
                                       chunk.stop)

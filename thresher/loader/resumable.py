@@ -10,13 +10,16 @@ Example:
     >>> import thresher as th
     >>> from thresher.loader.resumable import ResumableIterator
     >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 4), th.IndexSampler(4), [th.Batch(2)])
-    >>> isinstance(iter(loader), ResumableIterator), isinstance(iter(th.Dataset.range(3)), ResumableIterator)
-    (True, True)
+    >>> isinstance(iter(loader), ResumableIterator)
+    True
+    >>> isinstance(iter(th.Dataset.range(3)), ResumableIterator)
+    True
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Protocol, runtime_checkable
+from collections.abc import Iterator
+from typing import Any, Protocol, runtime_checkable
 
 from thresher.loader.profiling.stats import LoaderStats
 

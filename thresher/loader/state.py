@@ -13,18 +13,27 @@ loader (where to resume) and merges the states of a run.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError
 from thresher.loader.state_types import STATE_VERSION, Geometry, LoaderState, Slowest, StreamId
 from thresher.samplers.geometry import ShardGeometry
 
-__all__ = ["STATE_VERSION", "geometry_of", "make_state", "next_global_position", "restore_position",
-           "slowest_state", "stream_identity"]
+__all__ = [
+    "STATE_VERSION",
+    "geometry_of",
+    "make_state",
+    "next_global_position",
+    "restore_position",
+    "slowest_state",
+    "stream_identity",
+]
 
 
-def stream_identity(stream_config: Mapping[str, Any], operations_digest: str,
-                    operation_names: tuple[str, ...]) -> dict[str, Any]:
+def stream_identity(
+    stream_config: Mapping[str, Any], operations_digest: str, operation_names: tuple[str, ...]
+) -> dict[str, Any]:
     """The ``stream`` part of a state (without the operation names, kept for messages)."""
     return StreamId.of(stream_config, operations_digest).to_json()
 
@@ -33,11 +42,19 @@ def fingerprint(stream: Mapping[str, Any]) -> str:
     return StreamId.from_json(stream).fingerprint
 
 
-def geometry_of(shard_index: int, shard_count: int, block_size: int, batch_size: int | None,
-                drop_remainder: bool, aligned: bool) -> dict[str, Any]:
+def geometry_of(
+    shard_index: int,
+    shard_count: int,
+    block_size: int,
+    batch_size: int | None,
+    drop_remainder: bool,
+    aligned: bool,
+) -> dict[str, Any]:
     """The ``geometry`` part of a state. ``aligned``: no Filter before the Batch, and
     blocks equal the batch size (or one shard), so a step boundary is a global one."""
-    return Geometry(shard_index, shard_count, block_size, batch_size, drop_remainder, aligned).to_json()
+    return Geometry(
+        shard_index, shard_count, block_size, batch_size, drop_remainder, aligned
+    ).to_json()
 
 
 def _stream(stream: Mapping[str, Any] | StreamId) -> StreamId:
@@ -48,8 +65,12 @@ def _geometry(geometry: Mapping[str, Any] | Geometry) -> Geometry:
     return geometry if isinstance(geometry, Geometry) else Geometry.from_json(geometry)
 
 
-def make_state(position: int, stream: Mapping[str, Any] | StreamId, geometry: Mapping[str, Any] | Geometry,
-               operation_names: tuple[str, ...]) -> dict[str, Any]:
+def make_state(
+    position: int,
+    stream: Mapping[str, Any] | StreamId,
+    geometry: Mapping[str, Any] | Geometry,
+    operation_names: tuple[str, ...],
+) -> dict[str, Any]:
     """Builds the JSON-serialisable state dict (see ``LoaderState.at``)."""
     return LoaderState.at(position, _stream(stream), _geometry(geometry), operation_names).to_json()
 
@@ -62,7 +83,7 @@ def next_global_position(state: Mapping[str, Any]) -> int:
     Example:
         >>> from thresher.loader.state import next_global_position
         >>> g = {"shard_index": 1, "shard_count": 2, "block_size": 4}
-        >>> next_global_position({"position": 5, "geometry": g})   # block 1 of shard 1 = global block 3
+        >>> next_global_position({"position": 5, "geometry": g})  # shard 1, block 1: global 3
         13
     """
     g = state["geometry"]
@@ -70,8 +91,14 @@ def next_global_position(state: Mapping[str, Any]) -> int:
     return shard.to_global(int(state["position"]))
 
 
-def restore_position(state: Any, stream: Mapping[str, Any] | StreamId, geometry: Mapping[str, Any] | Geometry,
-                     operation_names: tuple[str, ...] = (), *, allow_approximate: bool = False) -> int:
+def restore_position(
+    state: Any,
+    stream: Mapping[str, Any] | StreamId,
+    geometry: Mapping[str, Any] | Geometry,
+    operation_names: tuple[str, ...] = (),
+    *,
+    allow_approximate: bool = False,
+) -> int:
     """Checks ``state`` against this loader and returns the local position to resume at.
 
     Exact restores (docs/architecture.md, invariant 5):
@@ -95,40 +122,61 @@ def restore_position(state: Any, stream: Mapping[str, Any] | StreamId, geometry:
     stream, naming what differs) or GeometryError (as above).
     """
     saved = state if isinstance(state, LoaderState) else LoaderState.from_json(state)
-    return resume_position(saved, _stream(stream), _geometry(geometry), operation_names,
-                           allow_approximate=allow_approximate)
+    return resume_position(
+        saved,
+        _stream(stream),
+        _geometry(geometry),
+        operation_names,
+        allow_approximate=allow_approximate,
+    )
 
 
-def resume_position(state: LoaderState, stream: StreamId, geometry: Geometry,
-                    operation_names: tuple[str, ...] = (), *, allow_approximate: bool = False) -> int:
+def resume_position(
+    state: LoaderState,
+    stream: StreamId,
+    geometry: Geometry,
+    operation_names: tuple[str, ...] = (),
+    *,
+    allow_approximate: bool = False,
+) -> int:
     """``restore_position`` for a parsed state and this loader's typed stream and geometry."""
     if state.stream.fingerprint != stream.fingerprint:
         diffs = []
         for k in state.stream.differences(stream):
             if k == "operations":
-                diffs.append(f"the per-record operations (saved {list(state.operations)}, "
-                             f"this loader {[n[:48] for n in operation_names[:6]]})")
+                diffs.append(
+                    f"the per-record operations (saved {list(state.operations)}, "
+                    f"this loader {[n[:48] for n in operation_names[:6]]})"
+                )
             else:
-                diffs.append(f"{k} (saved {getattr(state.stream, k)!r}, this loader {getattr(stream, k)!r})")
+                diffs.append(
+                    f"{k} (saved {getattr(state.stream, k)!r}, this loader {getattr(stream, k)!r})"
+                )
         raise IncompatibleStateError(
             "this state was saved by a loader with a different global stream: "
             + "; ".join(diffs or ["fingerprint"])
-            + ". Restore it with the same source, sampler (shuffle, seed, num_epochs) and operations"
+            + ". Restore it with the same source, sampler (shuffle, seed, num_epochs) and "
+            "operations"
         )
     saved, p = state.geometry, state.position
     P, s, b = saved.shard_count, saved.shard_index, saved.block_size
     P2, s2, b2 = geometry.shard_count, geometry.shard_index, geometry.block_size
-    where = (f"a state saved as shard {s} of {P} (block size {b}, batch size {saved.batch_size}) "
-             f"into shard {s2} of {P2} (block size {b2}, batch size {geometry.batch_size})")
+    where = (
+        f"a state saved as shard {s} of {P} (block size {b}, batch size {saved.batch_size}) "
+        f"into shard {s2} of {P2} (block size {b2}, batch size {geometry.batch_size})"
+    )
     unit = geometry.round_size  # one round of new blocks: the new global batch when aligned
     if state.slowest is not None:
         if not allow_approximate:
             raise GeometryError(
-                f"cannot restore {where} exactly: this state was merged from the states of {P} processes by "
-                "slowest_state() for an approximate restart. Pass allow_approximate=True to set_state"
+                f"cannot restore {where} exactly: this state was merged from the states of {P} "
+                "processes by slowest_state() for an approximate restart. Pass "
+                "allow_approximate=True to set_state"
             )
         slowest = state.slowest.global_position
-        return slowest if P2 == 1 else (slowest // unit) * unit // P2  # one new shard can start anywhere
+        return (
+            slowest if P2 == 1 else (slowest // unit) * unit // P2
+        )  # one new shard can start anywhere
     if (P, s, b) == (P2, s2, b2):
         return p
     # The global position every saving process stood at, when one state shows it. One shard:
@@ -137,20 +185,31 @@ def resume_position(state: LoaderState, stream: StreamId, geometry: Geometry,
     if g is not None and (P2 == 1 or g % unit == 0):
         return g // P2
     if g is None:
-        why = ("a Filter comes before the Batch or after it (or blocks do not match batches), so the "
-               "processes' positions differ and no global position describes them all"
-               if not saved.aligned else f"the saved position {p} is not at a step boundary (block size {b})")
-        fix = ("To restart anyway, merge the states of all saving processes with "
-               "thresher.loader.slowest_state(states) and pass allow_approximate=True (some elements are "
-               "then served twice, none skipped); or restore with the saved shard geometry")
+        why = (
+            "a Filter comes before the Batch or after it (or blocks do not match batches), so the "
+            "processes' positions differ and no global position describes them all"
+            if not saved.aligned
+            else f"the saved position {p} is not at a step boundary (block size {b})"
+        )
+        fix = (
+            "To restart anyway, merge the states of all saving processes with "
+            "thresher.loader.slowest_state(states) and pass allow_approximate=True (some elements "
+            "are "
+            "then served twice, none skipped); or restore with the saved shard geometry"
+        )
     else:
-        why = (f"the saved global position {g} is not a whole number of new global batches "
-               f"({P2} shards x {b2})")
+        why = (
+            f"the saved global position {g} is not a whole number of new global batches "
+            f"({P2} shards x {b2})"
+        )
         if allow_approximate:
             return (g // unit) * unit // P2
-        fix = (f"Choose a geometry whose global batch divides {g}, pass allow_approximate=True to restart at "
-               f"global position {(g // unit) * unit} (serving {g % unit} elements again), or restore with "
-               "the saved shard geometry")
+        fix = (
+            f"Choose a geometry whose global batch divides {g}, pass allow_approximate=True to "
+            f"restart at global position {(g // unit) * unit} (serving {g % unit} elements "
+            "again), or restore with "
+            "the saved shard geometry"
+        )
     raise GeometryError(f"cannot restore {where}: {why}. {fix}")
 
 
@@ -173,7 +232,8 @@ def slowest_state(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         ...     def filter(self, x): return x % 4 != 1
         >>> def loader(i, n):
         ...     sampler = th.IndexSampler(40, shard_options=th.ShardOptions(i, n))
-        ...     return th.DataLoader(th.sources.RangeDataSource(0, 40), sampler, [Keep(), th.Batch(2)])
+        ...     source = th.sources.RangeDataSource(0, 40)
+        ...     return th.DataLoader(source, sampler, [Keep(), th.Batch(2)])
         >>> its = [iter(loader(i, 2)) for i in range(2)]
         >>> [next(its[0]).tolist() for _ in range(3)], [next(its[1]).tolist() for _ in range(2)]
         ([[0, 2], [4, 6], [8, 10]], [[3, 7], [11, 15]])
@@ -195,22 +255,35 @@ def slowest_state(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     seen: dict[int, LoaderState] = {}
     for st in parsed:
         if st.fingerprint != first.fingerprint:
-            raise InvalidStateError("slowest_state got states of different global streams (fingerprints "
-                                    f"{first.fingerprint} and {st.fingerprint})")
+            raise InvalidStateError(
+                "slowest_state got states of different global streams (fingerprints "
+                f"{first.fingerprint} and {st.fingerprint})"
+            )
         if st.geometry.shape() != shape:
-            raise InvalidStateError("slowest_state got states of different geometries: "
-                                    f"{_without_index(shape)} and {_without_index(st.geometry)}")
+            raise InvalidStateError(
+                "slowest_state got states of different geometries: "
+                f"{_without_index(shape)} and {_without_index(st.geometry)}"
+            )
         i = st.geometry.shard_index
         if i in seen:
             raise InvalidStateError(f"slowest_state got two states of shard {i}")
         seen[i] = st
     missing = sorted(set(range(P)) - set(seen))
     if missing:
-        raise InvalidStateError(f"slowest_state needs the states of all {P} shards; shards {missing[:8]} are "
-                                "missing. A restart from a subset could skip elements")
+        raise InvalidStateError(
+            f"slowest_state needs the states of all {P} shards; shards {missing[:8]} are "
+            "missing. A restart from a subset could skip elements"
+        )
     slowest = min(seen.values(), key=lambda st: st.next_global_position)
-    merged = LoaderState(slowest.position, slowest.stream, slowest.geometry, slowest.operations,
-                         slowest.global_position, Slowest(P, slowest.next_global_position), slowest.extensions)
+    merged = LoaderState(
+        slowest.position,
+        slowest.stream,
+        slowest.geometry,
+        slowest.operations,
+        slowest.global_position,
+        Slowest(P, slowest.next_global_position),
+        slowest.extensions,
+    )
     return merged.to_json()
 
 

@@ -11,7 +11,8 @@ save (version 1, unchanged). Its parts:
   rows), typed, under the ``"dataset"`` key.
 
 Example:
-    >>> s = LoaderState.at(4, StreamId(10, False, None, 1, "ops"), Geometry(0, 1, 1, 2, False, True))
+    >>> stream, geometry = StreamId(10, False, None, 1, "ops"), Geometry(0, 1, 1, 2, False, True)
+    >>> s = LoaderState.at(4, stream, geometry)
     >>> d = s.to_json()
     >>> d["global_position"], LoaderState.from_json(d) == s
     (4, True)
@@ -22,13 +23,22 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from thresher.errors import InvalidStateError
 from thresher.samplers.geometry import ShardGeometry
 
-__all__ = ["STATE_VERSION", "Extensions", "Geometry", "LoaderState", "MixSegment", "Slowest", "StreamId"]
+__all__ = [
+    "STATE_VERSION",
+    "Extensions",
+    "Geometry",
+    "LoaderState",
+    "MixSegment",
+    "Slowest",
+    "StreamId",
+]
 
 STATE_VERSION = 1
 _STREAM_FIELDS = ("num_records", "shuffle", "seed", "num_epochs", "operations")
@@ -38,13 +48,19 @@ _MAX_POSITION = 2**62  # positions and record indices are 64-bit integers; leave
 _DATASET = "dataset"
 
 
-def _require(state: Mapping[str, Any], key: str, types: tuple[type, ...], where: str = "state") -> Any:
+def _require(
+    state: Mapping[str, Any], key: str, types: tuple[type, ...], where: str = "state"
+) -> Any:
     if key not in state:
-        raise InvalidStateError(f"{where} has no {key!r} field; it is not a thresher iterator state "
-                                f"(fields: {sorted(state)})")
+        raise InvalidStateError(
+            f"{where} has no {key!r} field; it is not a thresher iterator state "
+            f"(fields: {sorted(state)})"
+        )
     v = state[key]
     if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
-        raise InvalidStateError(f"{where}[{key!r}] must be {'/'.join(t.__name__ for t in types)}, got {v!r}")
+        raise InvalidStateError(
+            f"{where}[{key!r}] must be {'/'.join(t.__name__ for t in types)}, got {v!r}"
+        )
     return v
 
 
@@ -61,8 +77,13 @@ class StreamId:
     @classmethod
     def of(cls, stream_config: Mapping[str, Any], operations_digest: str) -> StreamId:
         """From a sampler's ``stream_config()`` and the digest of the per-record operations."""
-        return cls(stream_config["num_records"], stream_config["shuffle"], stream_config["seed"],
-                   stream_config["num_epochs"], operations_digest)
+        return cls(
+            stream_config["num_records"],
+            stream_config["shuffle"],
+            stream_config["seed"],
+            stream_config["num_epochs"],
+            operations_digest,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in _STREAM_FIELDS}
@@ -104,8 +125,14 @@ class Geometry(ShardGeometry):
         return self.step_start(position) if self.aligned else None
 
     def to_json(self) -> dict[str, Any]:
-        return {"shard_index": self.shard_index, "shard_count": self.shard_count, "block_size": self.block_size,
-                "batch_size": self.batch_size, "drop_remainder": self.drop_remainder, "aligned": self.aligned}
+        return {
+            "shard_index": self.shard_index,
+            "shard_count": self.shard_count,
+            "block_size": self.block_size,
+            "batch_size": self.batch_size,
+            "drop_remainder": self.drop_remainder,
+            "aligned": self.aligned,
+        }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Geometry:
@@ -115,11 +142,19 @@ class Geometry(ShardGeometry):
             if v < (0 if k == "shard_index" else 1):
                 raise InvalidStateError(f"state['geometry'][{k!r}] is out of range: {v}")
         if d["shard_index"] >= d["shard_count"]:
-            raise InvalidStateError(f"state['geometry'] has shard_index {d['shard_index']} >= shard_count "
-                                    f"{d['shard_count']}")
+            raise InvalidStateError(
+                f"state['geometry'] has shard_index {d['shard_index']} >= shard_count "
+                f"{d['shard_count']}"
+            )
         aligned = _require(d, "aligned", (bool,), where)
-        return cls(d["shard_index"], d["shard_count"], d["block_size"], d.get("batch_size"),
-                   d.get("drop_remainder", False), aligned)
+        return cls(
+            d["shard_index"],
+            d["shard_count"],
+            d["block_size"],
+            d.get("batch_size"),
+            d.get("drop_remainder", False),
+            aligned,
+        )
 
     def shape(self) -> Geometry:
         """The geometry without the shard index (equal for all processes of one run)."""
@@ -186,7 +221,10 @@ class Extensions:
 
 @dataclass(frozen=True)
 class Slowest:
-    """Set on a state merged by ``slowest_state``: the shards merged, the slowest's next global position."""
+    """Set on a state merged by ``slowest_state``.
+
+    ``merged``: the number of shards merged; ``global_position``: the slowest one's next.
+    """
 
     merged: int
     global_position: int
@@ -205,16 +243,29 @@ class LoaderState:
     extensions: Extensions = field(default_factory=Extensions)
 
     @classmethod
-    def at(cls, position: int, stream: StreamId, geometry: Geometry, operations: tuple[str, ...] = (),
-           extensions: Extensions | None = None) -> LoaderState:
+    def at(
+        cls,
+        position: int,
+        stream: StreamId,
+        geometry: Geometry,
+        operations: tuple[str, ...] = (),
+        extensions: Extensions | None = None,
+    ) -> LoaderState:
         """The state of an iterator at ``position``, with the global position when one is known.
 
         ``global_position`` is set when the geometry is aligned and ``position`` is at
         a step boundary: every process then stands at the same global position, and
         every global position before it has been handed out (by some process) and none after.
         """
-        return cls(position, stream, geometry, operations, geometry.global_position(position), None,
-                   extensions or Extensions())
+        return cls(
+            position,
+            stream,
+            geometry,
+            operations,
+            geometry.global_position(position),
+            None,
+            extensions or Extensions(),
+        )
 
     @property
     def fingerprint(self) -> str:
@@ -256,11 +307,15 @@ class LoaderState:
     def from_json(cls, state: Any) -> LoaderState:
         """Parses and checks a saved state; raises InvalidStateError naming what is wrong."""
         if not isinstance(state, Mapping):
-            raise InvalidStateError(f"a state must be a dict as returned by get_state(), got {type(state).__name__}")
+            raise InvalidStateError(
+                f"a state must be a dict as returned by get_state(), got {type(state).__name__}"
+            )
         version = _require(state, "version", (int,))
         if version != STATE_VERSION:
-            raise InvalidStateError(f"state version {version} is not supported (this thresher reads version "
-                                    f"{STATE_VERSION})")
+            raise InvalidStateError(
+                f"state version {version} is not supported (this thresher reads version "
+                f"{STATE_VERSION})"
+            )
         position = _require(state, "position", (int,))
         if not 0 <= position < _MAX_POSITION:
             raise InvalidStateError(f"state['position'] must be >= 0 and < 2**62 (positions are 64-bit), "
@@ -272,18 +327,28 @@ class LoaderState:
         if _SLOWEST in state:
             merged = _require(state, _SLOWEST, (int,))
             if merged != geometry.shard_count:
-                raise InvalidStateError(f"state[{_SLOWEST!r}] is {merged} but the state has shard_count "
-                                        f"{geometry.shard_count}")
+                raise InvalidStateError(
+                    f"state[{_SLOWEST!r}] is {merged} but the state has shard_count "
+                    f"{geometry.shard_count}"
+                )
             g = _require(state, _SLOWEST_GLOBAL, (int,))
             if not 0 <= g < _MAX_POSITION:
                 raise InvalidStateError(f"state[{_SLOWEST_GLOBAL!r}] must be in [0, 2**62), got {g}")
             slowest = Slowest(merged, g)
         if stream.fingerprint != saved_fingerprint:
-            raise InvalidStateError("state['fingerprint'] does not match state['stream']: the state was edited "
-                                    "or corrupted")
+            raise InvalidStateError(
+                "state['fingerprint'] does not match state['stream']: the state was edited "
+                "or corrupted"
+            )
         names = state.get("operations")
         operations = tuple(str(n) for n in names) if isinstance(names, list) else ()
         g = state.get("global_position")
-        return cls(position, stream, geometry, operations,
-                   g if isinstance(g, int) and not isinstance(g, bool) else None,
-                   slowest, Extensions.from_json(state.get(_DATASET)))
+        return cls(
+            position,
+            stream,
+            geometry,
+            operations,
+            g if isinstance(g, int) and not isinstance(g, bool) else None,
+            slowest,
+            Extensions.from_json(state.get(_DATASET)),
+        )

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from thresher.errors import ConfigError, ConfigTypeError
+
 __all__ = ["MASK64", "mix64", "mix64_array", "mix64_inplace", "derive_seed", "derive_seeds", "DOMAIN_PERMUTATION",
-           "DOMAIN_RECORD", "DOMAIN_BATCH", "DOMAIN_OPERATION", "check_seed"]
+           "DOMAIN_RECORD", "DOMAIN_BATCH", "DOMAIN_OPERATION", "SALT_MIX_COMPONENT", "SALT_OPERATION_INDEX",
+           "SALT_OPERATION_SEED", "SALT_RNG_STATE", "check_seed"]
 
 MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -28,6 +31,12 @@ DOMAIN_RECORD = 0x52454344  # "RECD"
 DOMAIN_BATCH = 0x42415443  # "BATC"
 DOMAIN_OPERATION = 0x4F504552  # "OPER"
 
+# Salts: mixed into a derived word so that two uses of one seed never give the same stream.
+SALT_OPERATION_SEED = 0x53454544  # "SEED": a RandomMap keyed by its own seed
+SALT_OPERATION_INDEX = 0x52414E44  # "RAND": a RandomMap keyed by its index in the operations
+SALT_RNG_STATE = 0xD1B54A32D192ED03  # the second half of a generator's 128-bit state
+SALT_MIX_COMPONENT = 0x434F4D50  # "COMP": a mixture's component (dataset.compile)
+
 _U_GOLDEN = np.uint64(_GOLDEN)
 _U_M1 = np.uint64(_M1)
 _U_M2 = np.uint64(_M2)
@@ -36,8 +45,6 @@ _U_M2 = np.uint64(_M2)
 def check_seed(seed: object, what: str = "seed") -> int:
     """Returns ``seed`` as an int in [0, 2**64); raises ConfigTypeError (also a TypeError, as
     in Grain) for a seed that is not an int, ConfigError for one out of range."""
-    from thresher.errors import ConfigError, ConfigTypeError
-
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise ConfigTypeError(f"{what} must be an int in [0, 2**64), got {seed!r}")
     s = int(seed)

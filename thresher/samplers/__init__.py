@@ -6,8 +6,8 @@ Example:
     [0, 1, 2, 3]
 """
 
-from thresher.samplers.index_sampler import IndexSampler, RecordMetadata
 from thresher.randomness.permutation import Permutation
+from thresher.samplers.index_sampler import IndexSampler, RecordMetadata
 from thresher.samplers.sharding import NoSharding, ShardByJaxProcess, ShardOptions
 
 __all__ = ["IndexSampler", "NoSharding", "Permutation", "RecordMetadata", "ShardByJaxProcess",

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from thresher._compat import as_shard_options
+from thresher._validate import check_count, check_int
 from thresher.errors import ConfigError
-from thresher.samplers.geometry import ShardGeometry
 from thresher.randomness.permutation import Permutation
 from thresher.randomness.seeds import (
     DOMAIN_PERMUTATION,
@@ -24,6 +24,7 @@ from thresher.randomness.seeds import (
     derive_seeds,
     mix64,
 )
+from thresher.samplers.geometry import ShardGeometry
 from thresher.samplers.sharding import NoSharding, ShardOptions
 
 __all__ = ["IndexSampler", "RecordMetadata"]
@@ -89,14 +90,9 @@ class IndexSampler:
         num_epochs: int | None = 1,
         shard_options: ShardOptions | None = None,
     ) -> None:
-        if isinstance(num_records, bool) or not isinstance(num_records, (int, np.integer)):
-            raise ConfigError(f"num_records must be an int, got {num_records!r}")
-        if num_records < 0:
-            raise ConfigError(f"num_records must be >= 0, got {num_records}")
-        if num_epochs is not None:
-            if isinstance(num_epochs, bool) or not isinstance(num_epochs, (int, np.integer)) or num_epochs < 1:
-                raise ConfigError(f"num_epochs must be None (forever) or an int >= 1, got {num_epochs!r}")
-        elif num_records == 0:
+        num_records = check_count(num_records, "num_records", minimum=0)
+        num_epochs = check_int(num_epochs, "num_epochs", minimum=1, optional=True, also="None (forever)")
+        if num_epochs is None and num_records == 0:
             raise ConfigError("num_epochs=None (repeat forever) needs num_records > 0; the source is empty")
         if shuffle and seed is None:
             raise ConfigError("shuffle=True needs a seed (an int): thresher's shuffles are reproducible")

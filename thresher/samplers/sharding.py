@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from thresher._validate import check_int
 from thresher.errors import ConfigError
 
 __all__ = ["ShardOptions", "NoSharding", "ShardByJaxProcess"]
@@ -41,10 +42,10 @@ class ShardOptions:
     block_size: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("shard_index", "shard_count"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ConfigError(f"ShardOptions.{name} must be an int, got {v!r}")
+        for name in ("shard_index", "shard_count", "block_size"):
+            value = check_int(getattr(self, name), f"ShardOptions.{name}", optional=name == "block_size",
+                              minimum=1 if name == "block_size" else None)
+            object.__setattr__(self, name, value)  # a NumPy int is stored as an int
         if self.shard_count < 1:
             raise ConfigError(f"ShardOptions.shard_count must be >= 1, got {self.shard_count}")
         if not 0 <= self.shard_index < self.shard_count:
@@ -52,11 +53,6 @@ class ShardOptions:
                 f"ShardOptions.shard_index must be in [0, {self.shard_count}), got "
                 f"{self.shard_index} (shard_index >= shard_count)"
             )
-        if self.block_size is not None and (
-            isinstance(self.block_size, bool) or not isinstance(self.block_size, int)
-            or self.block_size < 1
-        ):
-            raise ConfigError(f"ShardOptions.block_size must be None or an int >= 1, got {self.block_size!r}")
 
     def with_block_size(self, block_size: int) -> "ShardOptions":
         """A plain ShardOptions like this one with the given block size."""

@@ -62,8 +62,9 @@ def data_source(path: PathLike, split: Any = None, *, storage_options: Optional[
         split: None for ``{split name: source}``; a split string, a thresher or TFDS
             split object (``tfds.even_splits(...)`` items, ``tfds.core.ReadInstruction``)
             for one source; a list of them for a list of sources.
-        storage_options, read_options: for a prepared directory given as a URL (see
-            :func:`thresher.sources.prepared.data_source`).
+        storage_options: fsspec options, for a prepared directory given as a URL.
+        read_options: the byte-range reader's options, for a prepared directory given as a
+            URL (see :func:`thresher.sources.prepared.data_source`).
 
     On a TFDS directory, key ``k`` is the record ``tfds.data_source`` returns at ``k``,
     decoded to the same values. See :func:`thresher.sources.prepared.data_source` for

@@ -3,7 +3,8 @@
 Example:
     >>> import thresher as th
     >>> ops = [lambda x: x * 2, th.FilterTransform(lambda x: x > 2), th.Batch(2)]
-    >>> [b.tolist() for b in th.DataLoader(th.sources.RangeDataSource(0, 5), th.IndexSampler(5), ops)]
+    >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 5), th.IndexSampler(5), ops)
+    >>> [b.tolist() for b in loader]
     [[4, 6], [8]]
 """
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from thresher.errors import BatchError, ConfigError
+from thresher._validate import check_count
+from thresher.errors import BatchError
 
 __all__ = ["Batch", "stack"]
 
@@ -38,11 +40,7 @@ class Batch:
     """
 
     def __init__(self, batch_size: int, drop_remainder: bool = False, *, object_arrays: bool = False) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-            raise ConfigError(f"Batch batch_size must be an int >= 1, got {batch_size!r}")
-        if batch_size < 1:
-            raise ConfigError(f"Batch batch_size must be >= 1, got {batch_size}")
-        self.batch_size = int(batch_size)
+        self.batch_size = check_count(batch_size, "Batch batch_size", minimum=1)
         self.drop_remainder = bool(drop_remainder)
         self.object_arrays = bool(object_arrays)
 

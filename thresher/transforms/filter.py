@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from thresher.transforms.kinds import FilterOp, Operation, transform_name
 
@@ -28,7 +29,8 @@ class FilterTransform:
     def filter(self, element: Any) -> bool:
         fn = getattr(self, "_fn", None)
         if fn is None:
-            raise NotImplementedError(f"{type(self).__name__} must override filter() or be given a function")
+            raise NotImplementedError(
+                f"{type(self).__name__} must override filter() or be given a function")
         return bool(fn(element))
 
     def describe(self) -> str:

@@ -19,13 +19,24 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterator, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-__all__ = ["ElementFailure", "FilterOp", "MapOp", "MapWithIndexOp", "NoRandomness", "OpContext", "Operation", "RandomMapOp",
-           "fn_name", "transform_name"]
+__all__ = [
+    "ElementFailure",
+    "FilterOp",
+    "MapOp",
+    "MapWithIndexOp",
+    "NoRandomness",
+    "OpContext",
+    "Operation",
+    "RandomMapOp",
+    "fn_name",
+    "transform_name",
+]
 
 
 def fn_name(fn: Any) -> str:
@@ -94,7 +105,9 @@ class Operation:
     filters: ClassVar[bool] = False
     random: ClassVar[bool] = False
 
-    def apply_records(self, elements: list[Any], ctx: OpContext) -> tuple[list[Any], list[int] | None]:
+    def apply_records(
+        self, elements: list[Any], ctx: OpContext
+    ) -> tuple[list[Any], list[int] | None]:
         """Runs on the elements of a chunk; returns them and the indices kept (None: all).
 
         Raises ElementFailure naming the element whose call failed.
@@ -120,7 +133,9 @@ def _failing_index(fn: Callable[[Any], Any], elements: list[Any]) -> int:
 class MapOp(Operation):
     """``fn(element)``: one element in, one out."""
 
-    def apply_records(self, elements: list[Any], ctx: OpContext) -> tuple[list[Any], list[int] | None]:
+    def apply_records(
+        self, elements: list[Any], ctx: OpContext
+    ) -> tuple[list[Any], list[int] | None]:
         try:
             return list(map(self.fn, elements)), None
         except Exception as e:
@@ -136,7 +151,9 @@ class FilterOp(Operation):
 
     filters: ClassVar[bool] = True
 
-    def apply_records(self, elements: list[Any], ctx: OpContext) -> tuple[list[Any], list[int] | None]:
+    def apply_records(
+        self, elements: list[Any], ctx: OpContext
+    ) -> tuple[list[Any], list[int] | None]:
         fn = self.fn
         keep: list[bool] = []
         append = keep.append
@@ -160,12 +177,14 @@ class RandomMapOp(Operation):
 
     random: ClassVar[bool] = True
 
-    def apply_records(self, elements: list[Any], ctx: OpContext) -> tuple[list[Any], list[int] | None]:
+    def apply_records(
+        self, elements: list[Any], ctx: OpContext
+    ) -> tuple[list[Any], list[int] | None]:
         fn = self.fn
         out: list[Any] = []
         append = out.append
         try:
-            for e, rng in zip(elements, ctx.record_rngs(self.salt)):
+            for e, rng in zip(elements, ctx.record_rngs(self.salt), strict=False):
                 append(fn(e, rng))
         except Exception as e:
             raise ElementFailure(len(out), e) from e
@@ -201,10 +220,14 @@ def transform_name(transform: Any, cls: type, kind: str, seed: int | None = None
 
     Example:
         >>> from thresher.transforms import MapTransform
-        >>> transform_name(MapTransform(abs), MapTransform, "Map"), transform_name(MapTransform(), MapTransform, "Map")
-        ('Map(abs)', 'Map(MapTransform)')
+        >>> transform_name(MapTransform(abs), MapTransform, "Map")
+        'Map(abs)'
+        >>> transform_name(MapTransform(), MapTransform, "Map")
+        'Map(MapTransform)'
     """
     fn = getattr(transform, "_fn", None)
     extra = "" if seed is None else f", seed={seed}"
-    what = fn_name(fn) if type(transform) is cls and fn is not None else type(transform).__qualname__
+    what = (
+        fn_name(fn) if type(transform) is cls and fn is not None else type(transform).__qualname__
+    )
     return f"{kind}({what}{extra})"

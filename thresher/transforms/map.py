@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from thresher.transforms.kinds import MapOp, Operation, transform_name
 
@@ -32,11 +33,12 @@ class MapTransform:
     def map(self, element: Any) -> Any:
         fn = getattr(self, "_fn", None)
         if fn is None:
-            raise NotImplementedError(f"{type(self).__name__} must override map() or be given a function")
+            raise NotImplementedError(
+                f"{type(self).__name__} must override map() or be given a function")
         return fn(element)
 
     def describe(self) -> str:
-        """``Map(fn)`` for a wrapped function, ``Map(Subclass)`` otherwise (part of the fingerprint)."""
+        """``Map(fn)`` for a wrapped function, ``Map(Subclass)`` otherwise (fingerprinted)."""
         return transform_name(self, MapTransform, "Map")
 
     def to_operation(self, index: int) -> Operation:

@@ -7,8 +7,9 @@ operation kinds of ``thresher.transforms.kinds``; how each kind runs lives there
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from thresher._compat import as_batch
 from thresher.errors import ConfigError
@@ -46,7 +47,8 @@ def _operation(op: Any, index: int) -> Operation:
     if callable(getattr(op, "map_with_index", None)):  # the engine passes the global position
         return MapWithIndexOp(op.map_with_index, describe(op), index)
     if callable(getattr(op, "random_map", None)):
-        return RandomMapOp(op.random_map, f"RandomMap({type(op).__qualname__})", index, operation_salt(index))
+        name = f"RandomMap({type(op).__qualname__})"
+        return RandomMapOp(op.random_map, name, index, operation_salt(index))
     if callable(getattr(op, "filter", None)) and not callable(op):
         return FilterOp(op.filter, f"Filter({type(op).__qualname__})", index)
     if callable(getattr(op, "map", None)) and not callable(op):

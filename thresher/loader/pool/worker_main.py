@@ -31,8 +31,8 @@ from thresher.errors import BatchError, TransformError, WorkerError
 from thresher.loader.chunk import Chunk, ChunkProcessor
 from thresher.loader.pool.remote_errors import describe_exception
 from thresher.loader.pool.shm import Packed, pack
-from thresher.loader.profiling.stats import BATCH, PACK
 from thresher.loader.pool.wire import send
+from thresher.loader.profiling.stats import BATCH, PACK
 
 try:  # what an ArrayRecordSource reads with: imported once, in the fork server
     from array_record.python import array_record_module  # noqa: F401

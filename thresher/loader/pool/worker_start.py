@@ -5,9 +5,8 @@ never with a bare ``fork``: forking a process that runs JAX's threads can deadlo
 The fork server is a small single-threaded process started once per interpreter
 (when the first workers start, or by ``prestart()``) with thresher's worker module
 preloaded, and jax when the main process has imported it: thresher sets
-multiprocessing's forkserver preload list through its public API (to add modules
-of your own, call ``multiprocessing.set_forkserver_preload`` with them and with
-``preload_modules()`` after the first DataLoader with workers started).
+multiprocessing's forkserver preload list through its public API; name modules of
+your own with ``preload_in_workers``.
 Later iterators (next epoch, set_state) then start their workers in milliseconds.
 
 As with any multiprocessing code, each worker runs the main module's top level
@@ -23,11 +22,14 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+import cloudpickle
+
 from thresher.errors import ConfigError
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.pool.worker_main import WorkerSpec, worker_stages
 
-__all__ = ["context", "make_worker_spec", "preload_modules", "prestart", "start_method"]
+__all__ = ["context", "make_worker_spec", "preload_in_workers", "preload_modules", "prestart",
+           "start_method"]
 
 _PRELOAD = "thresher.loader.pool.worker_main"
 
@@ -47,30 +49,51 @@ def preload_modules() -> list[str]:
     """The modules the fork server imports before it forks workers.
 
     The main module (as multiprocessing does by default), thresher's worker module,
-    and jax when this process uses it: each worker runs the main module again, and a
-    script's ``import jax`` would otherwise cost every worker about a second. (Its
-    import starts no thread, so the fork server stays safe to fork.)
+    jax when this process uses it (each worker runs the main module again, and a
+    script's ``import jax`` would otherwise cost every worker about a second; its
+    import starts no thread, so the fork server stays safe to fork), and the modules
+    given to :func:`preload_in_workers`.
 
     Example:
         >>> from thresher.loader.pool.worker_start import preload_modules
         >>> preload_modules()[:2]
         ['__main__', 'thresher.loader.pool.worker_main']
     """
-    return ["__main__", _PRELOAD] + (["jax"] if "jax" in sys.modules else [])
+    jax = ["jax"] if "jax" in sys.modules else []
+    return ["__main__", _PRELOAD, *jax, *(m for m in _Preload.extra if m not in jax)]
 
 
 class _Preload:
-    """The preload list thresher last gave multiprocessing (one per process, like the fork server)."""
+    """Process-wide, like the fork server itself: the modules users asked to preload,
+    and the list thresher last gave multiprocessing."""
 
+    extra: list[str] = []  # noqa: RUF012 - a deliberate process-wide registry
     last: list[str] | None = None
+
+
+def preload_in_workers(modules: list[str]) -> None:
+    """Imports ``modules`` in the fork server, once, instead of in every worker.
+
+    Call it before the first DataLoader with workers starts them; only for modules
+    whose import starts no threads. (thresher sets multiprocessing's forkserver
+    preload list itself, so name your modules here rather than in
+    ``multiprocessing.set_forkserver_preload``.)
+
+    Example:
+        >>> import thresher as th
+        >>> th.loader.preload_in_workers(["json"])
+        >>> "json" in th.loader.pool.worker_start.preload_modules()
+        True
+    """
+    _Preload.extra += [m for m in modules if m not in _Preload.extra]
 
 
 def context() -> Any:
     """The multiprocessing context workers start in (the fork server set up for them).
 
     Sets the fork server's preload list (``preload_modules()``) through
-    multiprocessing's public ``set_forkserver_preload``, and again only when that
-    list changes (jax imported since): a list the user set afterwards is kept.
+    multiprocessing's public ``set_forkserver_preload``, again only when the list
+    changes (jax imported since, modules added).
     """
     ctx = multiprocessing.get_context(start_method())
     if start_method() == "forkserver":
@@ -94,8 +117,6 @@ def prestart() -> None:
 
 
 def _pickle_or_none(obj: Any) -> Exception | None:
-    import cloudpickle
-
     try:
         cloudpickle.dumps(obj)
     except Exception as e:
@@ -137,20 +158,21 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
         ...     print(str(e).split(":")[0])
         operation 1 Map(locked) cannot be sent to worker processes
     """
-    import cloudpickle
-
     plan = processor.plan
     shipped = ChunkProcessor(processor.source, processor.sampler, replace(plan, batch_ops=()))
     try:
         payload = cloudpickle.dumps(shipped)
     except Exception as e:
         raise ConfigError(
-            f"{_unpicklable_part(shipped)} cannot be sent to worker processes: {type(e).__name__}: {e}. "
+            f"{_unpicklable_part(shipped)} cannot be sent to worker processes: "
+            f"{type(e).__name__}: {e}. "
             "With worker_count > 0 the source and the operations before the Batch are pickled "
             "(with cloudpickle: lambdas and closures are fine) and sent to each worker. Create "
-            "locks, open files, clients and the like lazily inside the operation, or use worker_count=0"
+            "locks, open files, clients and the like lazily inside the operation, or use "
+            "worker_count=0"
         ) from e
     batch = plan.batch
-    stack = batch is not None and not plan.filter_before_batch and chunk_size % batch.batch_size == 0
+    stack = (batch is not None and not plan.filter_before_batch
+             and chunk_size % batch.batch_size == 0)
     return WorkerSpec(payload, stack, "[" + ", ".join(plan.descriptions) + "]",
                       worker_stages(processor.stages, stack))

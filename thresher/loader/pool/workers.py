@@ -45,16 +45,16 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from thresher.errors import ConfigError, WorkerError
-from thresher.loader.pool import wire
 from thresher.loader.main_module import GUARD_HINT, missing_guard, unimportable_main
 from thresher.loader.autotune import read_ahead
 from thresher.loader.chunk import Chunk
-from thresher.loader.producer import chunk_bounds
+from thresher.loader.pool import wire
 from thresher.loader.pool.remote_errors import rebuild_exception
 from thresher.loader.pool.shm import unpack
-from thresher.loader.profiling.stats import TRANSFER, WAIT_WORKERS, StatsRecorder
 from thresher.loader.pool.worker_main import ERROR, WorkerSpec, run
 from thresher.loader.pool.worker_start import context, make_worker_spec, prestart, start_method
+from thresher.loader.producer import chunk_bounds
+from thresher.loader.profiling.stats import TRANSFER, WAIT_WORKERS, StatsRecorder
 
 __all__ = ["DEFAULT_BUFFER_SIZE", "WorkerPoolProducer", "WorkerSpec", "make_worker_spec", "prestart",
            "start_method"]

@@ -1,0 +1,70 @@
+"""One checker for integer options (internal): bools are not ints, NumPy ints are.
+
+Example:
+    >>> from thresher._validate import check_int
+    >>> check_int(4, "chunk_size", minimum=1)
+    4
+    >>> check_int(None, "worker_buffer_size", minimum=1, optional=True) is None
+    True
+    >>> try:
+    ...     check_int(True, "chunk_size", minimum=1)
+    ... except ValueError as e:
+    ...     print(e)
+    chunk_size must be an int >= 1, got True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from thresher.errors import ConfigError
+
+__all__ = ["check_count", "check_int"]
+
+
+def check_int(
+    value: object,
+    name: str,
+    *,
+    minimum: int | None = None,
+    optional: bool = False,
+    error: type[Exception] = ConfigError,
+    also: str = "",
+) -> int | None:
+    """``value`` as an int (None when ``optional`` and None); raises ``error`` naming ``name``.
+
+    ``minimum`` is the smallest allowed value; ``also`` names other values the
+    caller accepts (for the message). The message says what is allowed.
+    """
+    if value is None and optional:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or (minimum is not None and value < minimum)
+    ):
+        bound = "" if minimum is None else f" >= {minimum}"
+        allowed = (
+            f"an int{bound}" + (" or None" if optional else "") + (f" or {also}" if also else "")
+        )
+        raise error(f"{name} must be {allowed}, got {value!r}")
+    return int(value)
+
+
+def check_count(
+    value: object,
+    name: str,
+    *,
+    minimum: int = 0,
+    error: type[Exception] = ConfigError,
+    also: str = "",
+) -> int:
+    """``check_int`` for a required value: never None.
+
+    Example:
+        >>> check_count(3, "size")
+        3
+    """
+    out = check_int(value, name, minimum=minimum, error=error, also=also)
+    assert out is not None
+    return out
