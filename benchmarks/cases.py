@@ -22,7 +22,7 @@ TINY = {"W1": 2_000, "W2": 20_000, "W3": 200, "W6": 2_000, "W5": 10**9, "W5_torc
         "W4_replay_cap": 256, "time_cap_s": 0.3}
 
 DATASET_OF = {"W1": "mnist", "W3": "images", "W4": "mnist", "TTFB": "mnist", "W6": "tokens"}
-WORKLOADS = ("W1", "W2", "W3", "W4", "TTFB", "W5", "W6")
+WORKLOADS = ("W1", "W2", "W2S", "W3", "W4", "TTFB", "W5", "W6")
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,14 @@ def _cases(workload: str, sizes: dict[str, Any]) -> list[Case]:
                 _g("W2", "grain (default)"),
                 _g("W2", "grain (num_threads=0)", default=False, threads=0),
                 _p("W2", "torch"), _b("W2", "bare (list comprehension + np.asarray)")]
+    if workload == "W2S":  # W2 with a global shuffle; the unshuffled thresher row runs interleaved with it
+        return [_t("W2S", "thresher (shuffle)"),
+                _t("W2S", "thresher (shuffle, chunk_size=4096)", default=False, chunk_size=4096),
+                Case("W2S", "thresher unshuffled (W2, reference)", "reference", "thresher_loader",
+                     config={"workers": 0, "shuffle": False}),
+                _g("W2S", "grain (shuffle, default)"),
+                _g("W2S", "grain (shuffle, num_threads=0)", default=False, threads=0),
+                _p("W2S", "torch (RandomSampler)"), _b("W2S", "bare (numpy permutation + list comprehension)")]
     if workload == "W4":
         out = []
         for pos, label in ((51_200, "51,200"), (10**12, "10**12")):

@@ -20,7 +20,7 @@ from benchmarks.runner import run_case
 
 
 def _data(workload: str, sizes: dict[str, Any], cache: str) -> dict[str, Any]:
-    if workload == "W2":
+    if workload in ("W2", "W2S"):
         return {"num_records": sizes["W2"], "payload_bytes": 8 * sizes["W2"]}
     kind = cases_mod.DATASET_OF.get(workload)
     if kind is None:

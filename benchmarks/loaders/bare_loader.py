@@ -51,9 +51,13 @@ def _w1(data: dict[str, Any], reads: str) -> Iterator[Any]:
                "label": np.array([e["label"] for e in elements])}
 
 
-def _w2(data: dict[str, Any], reads: str) -> Iterator[Any]:
-    for keys in _batches(data["num_records"], work.W2_BATCH, shuffle=False, drop_remainder=False):
+def _w2(data: dict[str, Any], reads: str, shuffle: bool = False) -> Iterator[Any]:
+    for keys in _batches(data["num_records"], work.W2_BATCH, shuffle=shuffle, drop_remainder=False):
         yield np.asarray([work.w2_map(k) for k in keys])
+
+
+def _w2s(data: dict[str, Any], reads: str) -> Iterator[Any]:
+    return _w2(data, reads, shuffle=True)
 
 
 def _w3(data: dict[str, Any], reads: str) -> Iterator[Any]:
@@ -69,7 +73,7 @@ def _w6(data: dict[str, Any], reads: str) -> Iterator[Any]:
         yield work.w6_pad_batch([work.w6_decode(r) for r in read(keys)])
 
 
-_LOOPS = {"W1": _w1, "W2": _w2, "W3": _w3, "W6": _w6}
+_LOOPS = {"W1": _w1, "W2": _w2, "W2S": _w2s, "W3": _w3, "W6": _w6}
 
 
 def pipeline(workload: str, cfg: dict[str, Any], data: dict[str, Any]) -> tuple[Callable[[], Iterator[Any]], Callable[[Any], int]]:

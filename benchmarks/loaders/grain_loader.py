@@ -67,7 +67,7 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any], num_epochs
     workers = int(cfg.get("workers", 0))
     if workers:
         _absl_flags()
-    if workload == "W2":
+    if workload in ("W2", "W2S"):
         source: Any = pg.RangeDataSource(0, data["num_records"], 1)
         ops: list[Any] = [W2Map(), pg.Batch(work.W2_BATCH)]
     else:

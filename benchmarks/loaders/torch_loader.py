@@ -99,7 +99,7 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any]) -> DataLoa
         return cls0(path, n, fn, reads)
 
     collate: Any = None
-    if workload == "W2":
+    if workload in ("W2", "W2S"):  # W2S: RandomSampler (shuffle=True), the same map
         ds: Any = W2Dataset(data["num_records"])
         batch = work.W2_BATCH
     elif workload in ("W1", "W4", "TTFB"):
@@ -114,7 +114,7 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any]) -> DataLoa
     if workers:
         kwargs["multiprocessing_context"] = cfg.get("context", "fork")
     return DataLoader(ds, batch_size=batch, shuffle=workload != "W2", num_workers=workers,
-                      generator=torch.Generator().manual_seed(work.SEED), drop_last=workload != "W2",
+                      generator=torch.Generator().manual_seed(work.SEED), drop_last=workload not in ("W2", "W2S"),
                       collate_fn=collate, **kwargs)
 
 
