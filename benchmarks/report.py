@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from benchmarks.cases import Case
 
-THROUGHPUT = ("W1", "W2", "W2S", "W3", "W6")
+THROUGHPUT = ("W1", "W2", "W2S", "W3", "W6", "W8")
 
 
 def _median(xs: Iterable[float | None]) -> float | None:
@@ -114,7 +114,7 @@ def summarise(case: Case, runs: list[dict[str, Any]], data: dict[str, Any], expe
 # (workload, workers, peer label) -> target ratio thresher/peer (>= target is met).
 TARGETS = {
     ("W1", 0, "torch"): 3.0, ("W1", 0, "bare"): 0.8, ("W1", 2, "torch"): 3.0, ("W1", 2, "2x bare"): 0.6,
-    ("W2", 0, "torch"): 1.0, ("W2S", 0, "torch"): 2.0,
+    ("W2", 0, "torch"): 1.0, ("W2S", 0, "torch"): 2.0, ("W8", 0, "torch"): 1.3, ("W8", 2, "torch"): 1.3,
     ("W3", 0, "bare"): 0.9, ("W3", 2, "torch"): 1.4, ("W3", 2, "2x bare"): 0.75,
     ("W6", 0, "grain packing (default)"): 2.0, ("W6", 0, "grain packing (best)"): 2.0, ("W6", 0, "torch"): 1.0,
     ("W6", 0, "torch (best)"): 1.0,

@@ -45,6 +45,10 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any], num_epochs
             ops = [work.w1_decode, th.RandomMapTransform(work.w1_augment), th.Batch(work.W1_BATCH, drop_remainder=True)]
         elif workload == "W3":
             ops = [work.w3_decode, th.RandomMapTransform(work.w3_augment), th.Batch(work.W3_BATCH, drop_remainder=True)]
+        elif workload == "W8":
+            ops = ([th.RandomMapTransform(work.w8_reduced)] if cfg.get("variant") == "reduced"
+                   else [work.w8_decode, th.RandomMapTransform(work.w8_augment)])
+            ops.append(th.Batch(work.W8_BATCH, drop_remainder=True))
         elif workload == "W6":
             variant = cfg.get("variant", "pad_map")
             if variant == "pad_map":

@@ -82,6 +82,14 @@ def _w3_collate(batch: list[np.ndarray]) -> torch.Tensor:
     return torch.from_numpy(np.stack(batch))
 
 
+def _w8(record: bytes, rng: work.RecordRng, index: int) -> np.ndarray:
+    return work.w8_augment(work.w8_decode(record), rng.for_record(index))
+
+
+def _w8_reduced(record: bytes, rng: work.RecordRng, index: int) -> np.ndarray:
+    return work.w8_reduced(record, rng.for_record(index))
+
+
 def _w6(record: bytes, rng: work.RecordRng, index: int) -> np.ndarray:
     return work.w6_decode(record)
 
@@ -108,6 +116,9 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any]) -> DataLoa
         ds, batch, collate = cls(data["path"], data["num_records"], _w3), work.W3_BATCH, _w3_collate
     elif workload == "W6":
         ds, batch, collate = cls(data["path"], data["num_records"], _w6), work.W6_BATCH, _w6_collate
+    elif workload == "W8":
+        fn = _w8_reduced if cfg.get("variant") == "reduced" else _w8
+        ds, batch, collate = cls(data["path"], data["num_records"], fn), work.W8_BATCH, _w3_collate
     else:
         raise ValueError(workload)
     kwargs: dict[str, Any] = {}
