@@ -131,7 +131,8 @@ class DataLoader:
         #: What ``worker_count="auto"`` chose (set by the first iterator), else None.
         self.autotune_report: AutotuneReport | None = None
         if worker_count != 0:
-            from thresher.loader.workers import make_worker_spec, prestart
+            from thresher.loader.warm_start import begin
+            from thresher.loader.workers import make_worker_spec
 
             try:
                 self._worker_spec = make_worker_spec(self._processor, chunk_size)
@@ -140,7 +141,7 @@ class DataLoader:
                     raise
                 self._unusable = str(e).split(". ")[0]
             if self._worker_spec is not None:
-                prestart()
+                begin()  # the fork server starts in the background (see warm_start)
 
     @cached_property
     def stream(self) -> dict[str, Any]:
@@ -195,10 +196,19 @@ class DataLoader:
             stats.notes = [str(self.autotune_report)] if self.autotune_report is not None else []
         if workers == 0:
             return InProcessProducer(self._processor, position, stop, self.chunk_size, stats)
+        from thresher.loader.warm_start import WarmStartProducer, is_ready
         from thresher.loader.workers import WorkerPoolProducer
 
-        assert self._worker_spec is not None
-        return WorkerPoolProducer(self._worker_spec, position, stop, self.chunk_size, workers, buffer, stats)
+        spec = self._worker_spec
+        assert spec is not None
+
+        def pool(at: int) -> Producer:
+            return WorkerPoolProducer(spec, at, stop, self.chunk_size, workers, buffer, stats)
+
+        if is_ready():
+            return pool(position)
+        # The first batches come from this process while the fork server starts: same batches.
+        return WarmStartProducer(self._processor, position, stop, self.chunk_size, stats, pool)
 
     def __iter__(self) -> DataLoaderIterator:
         return DataLoaderIterator(self)
