@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cache", default="benchmarks/results/data")
     ap.add_argument("--rows", default="", help="comma-separated row names (default: all)")
+    ap.add_argument("--out", default="benchmarks/results/results_ttfb_fresh.json")
     args = ap.parse_args(argv)
     from benchmarks import datasets
 
@@ -66,6 +67,10 @@ def main(argv: list[str] | None = None) -> None:
     for name, ts in runs.items():
         if ts:
             print(f"  {name:<18} {statistics.median(ts):.3f} s   (min {min(ts):.3f}, max {max(ts):.3f})")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out + ".tmp", "w") as f:
+        json.dump({"runs": runs, "medians": {k: statistics.median(v) for k, v in runs.items() if v}}, f, indent=1)
+    os.replace(args.out + ".tmp", args.out)
 
 
 if __name__ == "__main__":
