@@ -160,6 +160,13 @@ class Permutation:
 
         The sampler's entry point (no conversions). Raises IndexError for an index
         outside [0, n).
+
+        Example:
+            >>> import numpy as np
+            >>> from thresher.samplers.permutation import Permutation
+            >>> p = Permutation(10**6, key=7)
+            >>> p.keys(np.arange(5, 9)).tolist() == [p.at(i) for i in range(5, 9)]
+            True
         """
         window = self._window
         if window is not None:
