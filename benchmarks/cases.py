@@ -14,15 +14,15 @@ from typing import Any
 # The sizes the issues define, and the smaller ones --quick uses (reported as such).
 # Full runs stop 30 s after the first batch: a loader that reads records one by one with
 # array_record's read([k]) (Grain's ArrayRecordDataSource) would take hours over W6's 1M records.
-FULL = {"W1": 60_000, "W2": 1_000_000, "W3": 8_000, "W6": 1_000_000, "W5": 10**9, "W5_torch": 10**7,
+FULL = {"W1": 60_000, "W2": 1_000_000, "W3": 8_000, "W6": 1_000_000, "W8": 1_536, "W5": 10**9, "W5_torch": 10**7,
         "W4_replay_cap": None, "time_cap_s": 30.0}
-QUICK = {"W1": 60_000, "W2": 1_000_000, "W3": 8_000, "W6": 100_000, "W5": 10**9, "W5_torch": 10**6,
+QUICK = {"W1": 60_000, "W2": 1_000_000, "W3": 8_000, "W6": 100_000, "W8": 768, "W5": 10**9, "W5_torch": 10**6,
          "W4_replay_cap": 2_560, "time_cap_s": 0.3}
-TINY = {"W1": 2_000, "W2": 20_000, "W3": 200, "W6": 2_000, "W5": 10**9, "W5_torch": 10**5,
+TINY = {"W1": 2_000, "W2": 20_000, "W3": 200, "W6": 2_000, "W8": 520, "W5": 10**9, "W5_torch": 10**5,
         "W4_replay_cap": 256, "time_cap_s": 0.3}
 
-DATASET_OF = {"W1": "mnist", "W3": "images", "W4": "mnist", "TTFB": "mnist", "W6": "tokens"}
-WORKLOADS = ("W1", "W2", "W3", "W4", "TTFB", "W5", "W6")
+DATASET_OF = {"W1": "mnist", "W3": "images", "W4": "mnist", "TTFB": "mnist", "W6": "tokens", "W8": "jpeg"}
+WORKLOADS = ("W1", "W2", "W2S", "W3", "W4", "TTFB", "W5", "W6", "W8")
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,20 @@ def _image_cases(w: str) -> list[Case]:
     ]
 
 
+def _w8_cases() -> list[Case]:
+    out = []
+    for w in (0, 2):
+        out += [_t("W8", f"thresher w{w}", workers=w),
+                _t("W8", f"thresher w{w} (vision helper: reduced decode, OpenCV)", workers=w, default=False,
+                   variant="reduced"),
+                _g("W8", f"grain w{w} (num_threads=0)", workers=w, threads=0),
+                _p("W8", f"torch w{w} (__getitems__ read(keys))", workers=w, batched=True),
+                _p("W8", f"torch w{w} (vision helper: reduced decode, OpenCV)", workers=w, default=False,
+                   batched=True, variant="reduced")]
+    return out + [_b("W8", "bare (one read(keys) per batch)", reads="batch"),
+                  _b("W8", "bare (vision helper: reduced decode, OpenCV)", reads="batch", variant="reduced")]
+
+
 def cases(workload: str, sizes: dict[str, Any], quick: bool = False) -> list[Case]:
     """The rows of ``workload`` in run order (runs of a workload are interleaved)."""
     return [c for c in _cases(workload, sizes) if not (quick and c.full_only)]
@@ -91,11 +105,21 @@ def cases(workload: str, sizes: dict[str, Any], quick: bool = False) -> list[Cas
 def _cases(workload: str, sizes: dict[str, Any]) -> list[Case]:
     if workload in ("W1", "W3"):
         return _image_cases(workload)
+    if workload == "W8":
+        return _w8_cases()
     if workload == "W2":
         return [_t("W2", "thresher"), _t("W2", "thresher (chunk_size=4096)", default=False, chunk_size=4096),
                 _g("W2", "grain (default)"),
                 _g("W2", "grain (num_threads=0)", default=False, threads=0),
                 _p("W2", "torch"), _b("W2", "bare (list comprehension + np.asarray)")]
+    if workload == "W2S":  # W2 with a global shuffle; the unshuffled thresher row runs interleaved with it
+        return [_t("W2S", "thresher (shuffle)"),
+                _t("W2S", "thresher (shuffle, chunk_size=4096)", default=False, chunk_size=4096),
+                Case("W2S", "thresher unshuffled (W2, reference)", "reference", "thresher_loader",
+                     config={"workers": 0, "shuffle": False}),
+                _g("W2S", "grain (shuffle, default)"),
+                _g("W2S", "grain (shuffle, num_threads=0)", default=False, threads=0),
+                _p("W2S", "torch (RandomSampler)"), _b("W2S", "bare (numpy permutation + list comprehension)")]
     if workload == "W4":
         out = []
         for pos, label in ((51_200, "51,200"), (10**12, "10**12")):

@@ -9,6 +9,9 @@ Record layouts:
     W1 ("mnist"):  784 bytes of a 28x28 uint8 image, then an int64 label (792 bytes).
     W3 ("images"): 128*128*3 uint8 bytes (49,152 bytes).
     W6 ("tokens"): a variable number (16..512) of int32 tokens in [1, 32000).
+    W8 ("jpeg"):   a JPEG (quality 90) of a natural photograph at ImageNet's typical size:
+                   a random crop of one of scikit-learn's sample photos (no download),
+                   rescaled to 400-500 x 300-375 pixels.
 """
 
 from __future__ import annotations
@@ -65,10 +68,35 @@ def _token_records(n: int) -> Iterator[bytes]:
             yield tokens[end - int(ls[i]):end].tobytes()
 
 
+def _jpeg_records(n: int) -> Iterator[bytes]:
+    import io
+
+    from PIL import Image
+    from sklearn.datasets import load_sample_images
+
+    photos = load_sample_images().images  # two 427x640 RGB photographs
+    rng = np.random.default_rng(8)
+    for i in range(n):
+        photo = photos[i % len(photos)]
+        ph, pw = photo.shape[:2]
+        width, height = int(rng.integers(400, 501)), int(rng.integers(300, 376))
+        # A crop with the target's aspect, 55-100% of the photo's largest such crop, rescaled.
+        fit = min(pw / width, ph / height) * float(rng.uniform(0.55, 1.0))
+        cw, ch = int(width * fit), int(height * fit)
+        x, y = int(rng.integers(0, pw - cw + 1)), int(rng.integers(0, ph - ch + 1))
+        img = Image.fromarray(photo[y:y + ch, x:x + cw]).resize((width, height), Image.BICUBIC)
+        if rng.random() < 0.5:
+            img = img.transpose(Image.FLIP_LEFT_RIGHT)
+        buf = io.BytesIO()
+        img.save(buf, "JPEG", quality=90)
+        yield buf.getvalue()
+
+
 _KINDS = {
     "mnist": (_mnist_records, lambda n: n * W1_RECORD_BYTES),
     "images": (_image_records, lambda n: n * int(np.prod(W3_SHAPE))),
     "tokens": (_token_records, lambda n: int(_token_lengths(n).sum()) * 4),
+    "jpeg": (_jpeg_records, lambda n: 0),  # payload_bytes: the file's size, set in ensure()
 }
 
 
@@ -92,8 +120,8 @@ def ensure(cache_dir: str, kind: str, num_records: int) -> dict[str, Any]:
             return old  # type: ignore[no-any-return]
     written = write_array_record(path, records(num_records), group_size=1)
     assert written == num_records, (written, num_records)
-    meta["payload_bytes"] = payload(num_records)
     meta["file_bytes"] = os.path.getsize(path)
+    meta["payload_bytes"] = payload(num_records) or meta["file_bytes"]
     with open(meta_path + ".tmp", "w") as f:
         json.dump(meta, f)
     os.replace(meta_path + ".tmp", meta_path)

@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from benchmarks.cases import Case
 
-THROUGHPUT = ("W1", "W2", "W3", "W6")
+THROUGHPUT = ("W1", "W2", "W2S", "W3", "W6", "W8")
 
 
 def _median(xs: Iterable[float | None]) -> float | None:
@@ -79,7 +79,7 @@ def summarise(case: Case, runs: list[dict[str, Any]], data: dict[str, Any], expe
         row["ttfb_s"] = _median(r.get("ttfb_s") for r in ok)
         row["shutdown_s"] = _median(r.get("shutdown_s") for r in ok)
         per_record = data.get("payload_bytes", 0) / data["num_records"] if data.get("num_records") else 0
-        row["mb_per_s"] = rps * per_record / 1e6 if rps and case.workload != "W2" else None
+        row["mb_per_s"] = rps * per_record / 1e6 if rps and case.workload not in ("W2", "W2S") else None
         last = ok[-1]
         row["records"] = last["records"]
         row["exhausted"] = last["exhausted"]
@@ -114,7 +114,7 @@ def summarise(case: Case, runs: list[dict[str, Any]], data: dict[str, Any], expe
 # (workload, workers, peer label) -> target ratio thresher/peer (>= target is met).
 TARGETS = {
     ("W1", 0, "torch"): 3.0, ("W1", 0, "bare"): 0.8, ("W1", 2, "torch"): 3.0, ("W1", 2, "2x bare"): 0.6,
-    ("W2", 0, "torch"): 1.0,
+    ("W2", 0, "torch"): 1.0, ("W2S", 0, "torch"): 2.0, ("W8", 0, "torch"): 1.3, ("W8", 2, "torch"): 1.3,
     ("W3", 0, "bare"): 0.9, ("W3", 2, "torch"): 1.4, ("W3", 2, "2x bare"): 0.75,
     ("W6", 0, "grain packing (default)"): 2.0, ("W6", 0, "grain packing (best)"): 2.0, ("W6", 0, "torch"): 1.0,
     ("W6", 0, "torch (best)"): 1.0,
@@ -170,11 +170,11 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 peers.append((name, d, 1.0))
                 peers.append((f"{label} (best)", b, 1.0))
             prefix = "bare" if workers == 0 else f"{workers}x bare"
-            if w == "W2":  # one bare loop, no reads
+            if w in ("W2", "W2S"):  # one bare loop, no reads
                 bare_ref, bare_best = bare_best, None
             mult = float(max(1, workers))
             if bare_ref is not None:
-                peers.append((f"{prefix} (batched read)" if w != "W2" else prefix, bare_ref, mult))
+                peers.append((f"{prefix} (batched read)" if w not in ("W2", "W2S") else prefix, bare_ref, mult))
             if bare_best is not None and bare_best is not bare_ref:
                 peers.append((f"{prefix} (best)", bare_best, mult))
             variants = [("default", th_default)]
@@ -196,6 +196,7 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     cpu_other = other.get("records_per_cpu_s") if other else None
                     out[-1]["cpu_ratio"] = cpu_th / (cpu_other * mult) if cpu_th and cpu_other else None
 
+    _shuffle_cost(rows, out)
     w4 = {r["name"]: r for r in rows if r["workload"] == "W4" and r.get("restore_s")}
     for label in (("51,200", "10**12") if any(r["workload"] == "W4" for r in rows) else ()):
         th = w4.get(f"thresher @ {label}")
@@ -226,6 +227,20 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         value = other["first_1000_s"] / th["first_1000_s"] if th and other else None
         add("W5", 0, fam, th, other, value, "first 1,000 indices speedup (peer s / thresher s)")
     return out
+
+
+def _shuffle_cost(rows: list[dict[str, Any]], out: list[dict[str, Any]]) -> None:
+    """W2S: the shuffled rate over the unshuffled one (run interleaved in the same workload)."""
+    w2s = [r for r in rows if r["workload"] == "W2S" and r.get("records_per_s")]
+    ref = next((r for r in w2s if r["family"] == "reference"), None)
+    th = next((r for r in w2s if r["family"] == "thresher" and r["default"]), None)
+    if ref is None or th is None:
+        return
+    cpu = (th.get("records_per_cpu_s") or 0) / (ref.get("records_per_cpu_s") or 1)
+    v = th["records_per_s"] / ref["records_per_s"]
+    out.append({"workload": "W2S", "workers": 0, "peer": "itself unshuffled", "metric": "records/s",
+                "thresher_config": "default", "thresher": th["name"], "other": ref["name"], "ratio": v,
+                "target": 0.7, "met": v >= 0.7, "note": "", "cpu_ratio": cpu or None})
 
 
 def ttfb_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -357,7 +372,7 @@ def plot(results: dict[str, Any], path: str) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    colours = {"thresher": "#d62728", "grain": "#1f77b4", "torch": "#ff7f0e", "bare": "#7f7f7f"}
+    colours = {"thresher": "#d62728", "reference": "#f2a0a0", "grain": "#1f77b4", "torch": "#ff7f0e", "bare": "#7f7f7f"}
     rows = results["rows"]
     panels: list[tuple[str, str, list[tuple[str, float, str]]]] = []
     for w in THROUGHPUT:

@@ -20,18 +20,18 @@ from benchmarks.runner import run_case
 
 
 def _data(workload: str, sizes: dict[str, Any], cache: str) -> dict[str, Any]:
-    if workload == "W2":
+    if workload in ("W2", "W2S"):
         return {"num_records": sizes["W2"], "payload_bytes": 8 * sizes["W2"]}
     kind = cases_mod.DATASET_OF.get(workload)
     if kind is None:
         return {}
-    n = sizes["W1" if kind == "mnist" else "W3" if kind == "images" else "W6"]
+    n = sizes[{"mnist": "W1", "images": "W3", "tokens": "W6", "jpeg": "W8"}[kind]]
     return datasets.ensure(cache, kind, n)
 
 
 def _expected(workload: str, data: dict[str, Any]) -> int | None:
     n = data.get("num_records")
-    batch = {"W1": 128, "W3": 64, "W6": 64, "TTFB": 128}.get(workload)
+    batch = {"W1": 128, "W3": 64, "W6": 64, "TTFB": 128, "W8": 256}.get(workload)
     if n is None:
         return None
     return n if batch is None else n // batch * batch

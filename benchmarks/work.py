@@ -16,7 +16,8 @@ import numpy as np
 from benchmarks.datasets import W1_IMAGE_BYTES, W3_SHAPE, W6_MAX_LEN
 
 SEED = 0
-W1_BATCH, W2_BATCH, W3_BATCH, W6_BATCH = 128, 256, 64, 64
+W1_BATCH, W2_BATCH, W3_BATCH, W6_BATCH, W8_BATCH = 128, 256, 64, 64, 256
+W8_SIZE = 224
 W3_CROP = 112
 
 _M64 = (1 << 64) - 1
@@ -72,6 +73,36 @@ def w6_pad_batch(token_arrays: list[np.ndarray]) -> np.ndarray:
     for i, t in enumerate(token_arrays):
         out[i, :t.size] = t
     return out
+
+
+# -- W8: ImageNet-style JPEG: decode, random-resized crop to 224, flip, uint8 HWC -----------
+# The torchvision recipe on Pillow (decode to a PIL image; RandomResizedCrop with bilinear
+# resize; horizontal flip), written with thresher.vision's pure functions so every loader
+# draws the same crop for the same record rng.
+def w8_decode(record: bytes) -> Any:
+    from thresher.vision import open_jpeg
+
+    img = open_jpeg(record)
+    img.load()  # decode here (full size), as torchvision's PIL loader does
+    return img
+
+
+def w8_augment(img: Any, rng: np.random.Generator) -> np.ndarray:
+    from thresher.vision import random_resized_crop_box, resized_crop_flip
+
+    box = random_resized_crop_box(img.size[0], img.size[1], rng)
+    return resized_crop_flip(img, box, W8_SIZE, bool(rng.random() < 0.5))
+
+
+def w8_reduced(record: bytes, rng: np.random.Generator) -> np.ndarray:
+    """thresher.vision's one-step helper: reduced-scale decode where the crop allows it, OpenCV."""
+    from thresher.vision import decode_random_resized_crop
+
+    return decode_random_resized_crop(record, rng, W8_SIZE, backend="opencv")
+
+
+def w8_stack(images: list[np.ndarray]) -> np.ndarray:
+    return np.stack(images)
 
 
 # -- per-record seeding for loaders without their own --------------------------------------

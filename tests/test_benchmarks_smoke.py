@@ -24,7 +24,8 @@ MODULES = {"thresher": "thresher_loader", "bare": "bare_loader", "grain": "grain
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     cache = str(tmp_path_factory.mktemp("bench-data"))
     out = {"W1": datasets.ensure(cache, "mnist", 300), "W3": datasets.ensure(cache, "images", 130),
-           "W6": datasets.ensure(cache, "tokens", 200), "W2": {"num_records": 1000}}
+           "W6": datasets.ensure(cache, "tokens", 200), "W2": {"num_records": 1000},
+           "W2S": {"num_records": 1000}, "W8": datasets.ensure(cache, "jpeg", 260)}
     again = datasets.ensure(cache, "mnist", 300)  # cached: same description, not rewritten
     assert again == out["W1"]
     return out
@@ -37,14 +38,14 @@ def _module(family: str):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("family", ["thresher", "bare", "grain", "torch"])
-@pytest.mark.parametrize("workload", ["W1", "W2", "W3", "W6"])
+@pytest.mark.parametrize("workload", ["W1", "W2", "W2S", "W3", "W6", "W8"])
 def test_pipelines_deliver_the_same_batches_shapes(family: str, workload: str, data: dict) -> None:
     module = _module(family)
     factory, count = module.pipeline(workload, {}, data[workload])
     res = child.measure_throughput(factory, count, limit_records=None, time_cap_s=None)
     n = data[workload]["num_records"]
-    batch = {"W1": 128, "W3": 64, "W6": 64, "W2": 256}[workload]
-    expected = n if workload == "W2" else n // batch * batch
+    batch = {"W1": 128, "W3": 64, "W6": 64, "W2": 256, "W2S": 256, "W8": 256}[workload]
+    expected = n if workload in ("W2", "W2S") else n // batch * batch
     assert res["exhausted"] and res["records"] == expected, res
     first = res["first_batch"]
     if workload == "W1":
@@ -53,6 +54,8 @@ def test_pipelines_deliver_the_same_batches_shapes(family: str, workload: str, d
         assert first[0] == [64, 112, 112, 3], first
     elif workload == "W6":
         assert first[0] == [64, 512] and first[1] == "int32", first
+    elif workload == "W8":
+        assert first[0] == [256, 224, 224, 3] and first[1] == "uint8", first
 
 
 def test_thresher_w6_variants_and_packing_marked_unavailable(data: dict) -> None:

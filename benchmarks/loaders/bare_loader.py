@@ -51,9 +51,13 @@ def _w1(data: dict[str, Any], reads: str) -> Iterator[Any]:
                "label": np.array([e["label"] for e in elements])}
 
 
-def _w2(data: dict[str, Any], reads: str) -> Iterator[Any]:
-    for keys in _batches(data["num_records"], work.W2_BATCH, shuffle=False, drop_remainder=False):
+def _w2(data: dict[str, Any], reads: str, shuffle: bool = False) -> Iterator[Any]:
+    for keys in _batches(data["num_records"], work.W2_BATCH, shuffle=shuffle, drop_remainder=False):
         yield np.asarray([work.w2_map(k) for k in keys])
+
+
+def _w2s(data: dict[str, Any], reads: str) -> Iterator[Any]:
+    return _w2(data, reads, shuffle=True)
 
 
 def _w3(data: dict[str, Any], reads: str) -> Iterator[Any]:
@@ -69,7 +73,17 @@ def _w6(data: dict[str, Any], reads: str) -> Iterator[Any]:
         yield work.w6_pad_batch([work.w6_decode(r) for r in read(keys)])
 
 
-_LOOPS = {"W1": _w1, "W2": _w2, "W3": _w3, "W6": _w6}
+def _w8(data: dict[str, Any], reads: str, variant: str | None = None) -> Iterator[Any]:
+    read = _read_fn(_reader(data["path"]), reads)
+    rng = work.RecordRng()
+    for keys in _batches(data["num_records"], work.W8_BATCH):
+        if variant == "reduced":
+            yield np.stack([work.w8_reduced(r, rng.for_record(k)) for r, k in zip(read(keys), keys)])
+        else:
+            yield np.stack([work.w8_augment(work.w8_decode(r), rng.for_record(k)) for r, k in zip(read(keys), keys)])
+
+
+_LOOPS = {"W1": _w1, "W2": _w2, "W2S": _w2s, "W3": _w3, "W6": _w6, "W8": _w8}
 
 
 def pipeline(workload: str, cfg: dict[str, Any], data: dict[str, Any]) -> tuple[Callable[[], Iterator[Any]], Callable[[Any], int]]:
@@ -79,6 +93,8 @@ def pipeline(workload: str, cfg: dict[str, Any], data: dict[str, Any]) -> tuple[
         count: Callable[[Any], int] = lambda b: int(b["image"].shape[0])
     else:
         count = lambda b: int(b.shape[0])
+    if workload == "W8":
+        return (lambda: _w8(data, reads, cfg.get("variant"))), count
     return (lambda: loop(data, reads)), count
 
 

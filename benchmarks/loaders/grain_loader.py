@@ -50,6 +50,16 @@ class W6DecodePad(pg.MapTransform):
         return work.w6_decode_pad(element)
 
 
+class W8Decode(pg.MapTransform):
+    def map(self, element: Any) -> Any:
+        return work.w8_decode(element)
+
+
+class W8Augment(pg.RandomMapTransform):
+    def random_map(self, element: Any, rng: np.random.Generator) -> Any:
+        return work.w8_augment(element, rng)
+
+
 def _absl_flags() -> None:
     # Grain's worker processes read absl flags; a plain script must mark them parsed (grain #1355).
     from absl import flags
@@ -67,7 +77,7 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any], num_epochs
     workers = int(cfg.get("workers", 0))
     if workers:
         _absl_flags()
-    if workload == "W2":
+    if workload in ("W2", "W2S"):
         source: Any = pg.RangeDataSource(0, data["num_records"], 1)
         ops: list[Any] = [W2Map(), pg.Batch(work.W2_BATCH)]
     else:
@@ -78,6 +88,8 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any], num_epochs
             ops = [W3Decode(), W3Augment(), pg.Batch(work.W3_BATCH, drop_remainder=True)]
         elif workload == "W6":
             ops = [W6DecodePad(), pg.Batch(work.W6_BATCH, drop_remainder=True)]
+        elif workload == "W8":
+            ops = [W8Decode(), W8Augment(), pg.Batch(work.W8_BATCH, drop_remainder=True)]
         else:
             raise ValueError(workload)
     sampler = pg.IndexSampler(len(source), shard_options=pg.NoSharding(), shuffle=workload != "W2",

@@ -35,8 +35,8 @@ def w6_pad_bytes_batch(raw: np.ndarray) -> np.ndarray:
 
 
 def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any], num_epochs: int | None = 1) -> th.DataLoader:
-    shuffle = workload != "W2"
-    if workload == "W2":
+    shuffle = workload != "W2" and cfg.get("shuffle", True)
+    if workload in ("W2", "W2S"):
         source: Any = th.sources.RangeDataSource(0, data["num_records"])
         ops: list[Any] = [work.w2_map, th.Batch(work.W2_BATCH)]
     else:
@@ -45,6 +45,10 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any], num_epochs
             ops = [work.w1_decode, th.RandomMapTransform(work.w1_augment), th.Batch(work.W1_BATCH, drop_remainder=True)]
         elif workload == "W3":
             ops = [work.w3_decode, th.RandomMapTransform(work.w3_augment), th.Batch(work.W3_BATCH, drop_remainder=True)]
+        elif workload == "W8":
+            ops = ([th.RandomMapTransform(work.w8_reduced)] if cfg.get("variant") == "reduced"
+                   else [work.w8_decode, th.RandomMapTransform(work.w8_augment)])
+            ops.append(th.Batch(work.W8_BATCH, drop_remainder=True))
         elif workload == "W6":
             variant = cfg.get("variant", "pad_map")
             if variant == "pad_map":
@@ -57,7 +61,7 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any], num_epochs
                 raise ValueError(variant)
         else:
             raise ValueError(workload)
-    sampler = th.IndexSampler(len(source) if workload != "W2" else data["num_records"], shuffle=shuffle,
+    sampler = th.IndexSampler(len(source), shuffle=shuffle,
                               seed=work.SEED, num_epochs=num_epochs)
     return th.DataLoader(source, sampler, ops, worker_count=cfg.get("workers", 0), chunk_size=cfg.get("chunk_size"))
 

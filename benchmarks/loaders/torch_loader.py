@@ -82,6 +82,14 @@ def _w3_collate(batch: list[np.ndarray]) -> torch.Tensor:
     return torch.from_numpy(np.stack(batch))
 
 
+def _w8(record: bytes, rng: work.RecordRng, index: int) -> np.ndarray:
+    return work.w8_augment(work.w8_decode(record), rng.for_record(index))
+
+
+def _w8_reduced(record: bytes, rng: work.RecordRng, index: int) -> np.ndarray:
+    return work.w8_reduced(record, rng.for_record(index))
+
+
 def _w6(record: bytes, rng: work.RecordRng, index: int) -> np.ndarray:
     return work.w6_decode(record)
 
@@ -99,7 +107,7 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any]) -> DataLoa
         return cls0(path, n, fn, reads)
 
     collate: Any = None
-    if workload == "W2":
+    if workload in ("W2", "W2S"):  # W2S: RandomSampler (shuffle=True), the same map
         ds: Any = W2Dataset(data["num_records"])
         batch = work.W2_BATCH
     elif workload in ("W1", "W4", "TTFB"):
@@ -108,13 +116,16 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any]) -> DataLoa
         ds, batch, collate = cls(data["path"], data["num_records"], _w3), work.W3_BATCH, _w3_collate
     elif workload == "W6":
         ds, batch, collate = cls(data["path"], data["num_records"], _w6), work.W6_BATCH, _w6_collate
+    elif workload == "W8":
+        fn = _w8_reduced if cfg.get("variant") == "reduced" else _w8
+        ds, batch, collate = cls(data["path"], data["num_records"], fn), work.W8_BATCH, _w3_collate
     else:
         raise ValueError(workload)
     kwargs: dict[str, Any] = {}
     if workers:
         kwargs["multiprocessing_context"] = cfg.get("context", "fork")
     return DataLoader(ds, batch_size=batch, shuffle=workload != "W2", num_workers=workers,
-                      generator=torch.Generator().manual_seed(work.SEED), drop_last=workload != "W2",
+                      generator=torch.Generator().manual_seed(work.SEED), drop_last=workload not in ("W2", "W2S"),
                       collate_fn=collate, **kwargs)
 
 

@@ -25,6 +25,10 @@ def look() -> None:
 
 
 def main(path: str) -> None:
+    from thresher.loader import warm_start
+
+    # Workers from the first batch on: a warm start would run ExitOn("kill") in this process.
+    assert warm_start.wait(120.0)
     for cfg in (dict(batch=16, random_map=True), dict(batch=16, filter=True), dict(batch=None)):
         for _ in wh.build(path, **cfg, workers=2):
             look()

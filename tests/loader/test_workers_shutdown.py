@@ -127,8 +127,10 @@ class TestInProcess:
 _TRAIN = textwrap.dedent("""
     import multiprocessing, sys, time
     from tests.loader import worker_helpers as wh
+    from thresher.loader import warm_start
     if __name__ == "__main__":
         mode = sys.argv[2]
+        assert warm_start.wait(120.0)  # workers from the first batch on (no warm start in this process)
         it = iter(wh.build(sys.argv[1], batch=8, num_epochs=None, extra=(wh.slow,), workers=2))
         for i, batch in enumerate(it):
             if i == 2:

@@ -143,3 +143,23 @@ def test_scalar_and_vectorised_paths_agree(n: int, shards: int, block: int, seed
         m = s[p]
         assert (m.global_position, m.record_key, m.epoch, m.rng_seed) == (int(g[i]), int(keys[i]), int(epochs[i]),
                                                                           int(seeds[i]))
+
+
+@given(n=st.one_of(st.integers(1, 5000), st.integers(4097, 200_000), st.integers(1, 10**12)),
+       shards=st.integers(1, 4), block=st.sampled_from([1, 64, 256]), seed=st.integers(0, 2**64 - 1),
+       chunk=st.sampled_from([1, 100, 256, 1024]), data=st.data())
+@settings(max_examples=100, deadline=None)
+def test_chunked_record_keys_across_epochs_equal_the_scalar_path(n: int, shards: int, block: int, seed: int,
+                                                                 chunk: int, data: st.DataObject) -> None:
+    """The loader's calls (consecutive chunks of positions, through epoch ends) give sampler[p] for every p."""
+    s = th.IndexSampler(n, shuffle=True, seed=seed, num_epochs=None,
+                        shard_options=th.ShardOptions(data.draw(st.integers(0, shards - 1)), shards,
+                                                      block_size=block))
+    # Start a little before an epoch boundary of this shard, so chunks straddle it.
+    start = max(0, data.draw(st.integers(0, 3)) * n // shards - data.draw(st.integers(0, 2 * chunk)))
+    for c in range(4):
+        positions = np.arange(start + c * chunk, start + (c + 1) * chunk, dtype=np.int64)
+        keys, epochs = s.record_keys(s.to_global(positions))
+        expected = [s[int(p)] for p in positions]
+        assert keys.tolist() == [m.record_key for m in expected]
+        assert epochs.tolist() == [m.epoch for m in expected]

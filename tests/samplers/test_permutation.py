@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thresher.randomness.permutation import Permutation
+from thresher.randomness.permutation import SMALL_N, Permutation
 from thresher.randomness.seeds import DOMAIN_PERMUTATION, derive_seed
 
 
@@ -135,3 +135,57 @@ def test_shuffle_memory_does_not_grow_with_n() -> None:
         tracemalloc.stop()
     assert peaks[10**12] < 256 * 1024, peaks
     assert peaks[10**12] < 2 * peaks[10**5] + 64 * 1024, peaks
+
+
+_SIZES = st.one_of(st.integers(SMALL_N + 1, 70_000), st.integers(2, 40).map(lambda k: 2**k + 1),
+                   st.integers(2, 40).map(lambda k: 2**k), st.integers(1, 10**15))
+
+
+@given(n=_SIZES, key=st.integers(0, 2**64 - 1), data=st.data())
+@settings(max_examples=150, deadline=None)
+def test_windowed_calls_equal_the_per_position_path(n: int, key: int, data: st.DataObject) -> None:
+    """Whatever sequence of calls (sequential chunks, strided shards, jumps, restores), every index gets
+    the key that ``at`` computes alone; windows only change when work is done, never the result."""
+    perm = Permutation(n, key)
+    start = data.draw(st.integers(0, n - 1))
+    for _ in range(data.draw(st.integers(1, 12))):
+        size = data.draw(st.integers(1, 600))
+        stride = data.draw(st.sampled_from([1, 1, 1, 2, 7, 64]))
+        if data.draw(st.booleans()):
+            start = data.draw(st.integers(0, n - 1))  # a jump (a restore, another epoch's position)
+        xs = np.arange(start, min(start + size * stride, n), stride, dtype=np.int64)
+        if data.draw(st.booleans()):
+            xs = xs[::-1].copy()  # any order
+        got = perm(xs)
+        assert got.dtype == np.uint64
+        assert got.tolist() == [perm.at(i) for i in xs.tolist()]
+        assert perm.keys(xs).tolist() == got.tolist()
+        start = int(xs.max()) + 1 if int(xs.max()) + 1 < n else 0
+
+
+def test_window_and_tables_stay_bounded_and_are_not_pickled() -> None:
+    """Invariant 4 with the speed-ups: a full pass keeps at most WINDOW_MAX keys and TABLE_BITS tables."""
+    import pickle
+
+    from thresher.randomness.permutation import TABLE_BITS, WINDOW_MAX
+
+    for n in (10**6, 2**28 + 3, 10**12):
+        perm = Permutation(n, 7)
+        for start in range(0, 300_000, 256):
+            perm(np.arange(start, start + 256))
+        window = perm._window
+        assert window is not None and window[1].size <= WINDOW_MAX
+        tables = perm._tables or []
+        assert all(t.size <= 2**TABLE_BITS for t, *_ in tables)
+        assert (tables != []) == (n <= 2**28)
+        assert len(pickle.dumps(perm)) < 200
+        assert pickle.loads(pickle.dumps(perm))(np.arange(5)).tolist() == perm(np.arange(5)).tolist()
+
+
+def test_out_of_range_indices_are_refused() -> None:
+    for n in (100, 10**6):
+        perm = Permutation(n, 3)
+        perm(np.arange(10))  # a window exists now
+        for bad in ([n], [-1], [0, n + 5]):
+            with pytest.raises(IndexError, match="out of range"):
+                perm(np.array(bad))

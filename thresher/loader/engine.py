@@ -146,10 +146,18 @@ class Engine:
             stats.notes = [str(decision)] if decision is not None else []
         if workers == 0:
             return InProcessProducer(self.processor, position, stop, self.chunk_size, stats)
-        # The pool's module (sockets, shared memory) is loaded only by loaders with workers.
+        # The pool's modules (sockets, shared memory) are loaded only by loaders with workers.
+        from thresher.loader import warm_start
         from thresher.loader.pool.workers import WorkerPoolProducer
 
-        assert self.worker_spec is not None
-        return WorkerPoolProducer(
-            self.worker_spec, position, stop, self.chunk_size, workers, buffer, stats
-        )
+        spec = self.worker_spec
+        assert spec is not None
+
+        def pool(at: int) -> Producer:
+            return WorkerPoolProducer(spec, at, stop, self.chunk_size, workers, buffer, stats)
+
+        warm_start.begin()  # the fork server starts with the first workers, in the background
+        if warm_start.is_ready():
+            return pool(position)
+        # The first chunks come from this process while the fork server starts: same batches.
+        return warm_start.WarmStartProducer(self.processor, position, stop, self.chunk_size, stats, pool)

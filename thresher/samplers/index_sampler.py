@@ -169,14 +169,17 @@ class IndexSampler:
     def record_keys(self, global_positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Global positions -> (record keys, epochs), both int64 arrays."""
         g = np.asarray(global_positions, dtype=np.int64)
-        epochs, index = np.divmod(g, self.num_records)
-        if not self.shuffle:
+        n = self.num_records
+        if self.shuffle and g.size:
+            e0 = int(g[0]) // n
+            try:  # all in the epoch of the first (the common case): no divmod
+                keys = self.permutation(e0).keys(g - e0 * n if e0 else g)
+                return keys, np.full(g.shape, e0, dtype=np.int64)
+            except IndexError:  # positions of several epochs
+                pass
+        epochs, index = np.divmod(g, n)
+        if not self.shuffle or g.size == 0:
             return index, epochs
-        if g.size == 0:
-            return index, epochs
-        e0, e1 = int(epochs[0]), int(epochs[-1])
-        if e0 == e1 and (g.size == 1 or bool(np.all(epochs == e0))):
-            return self.permutation(e0)(index).astype(np.int64), epochs
         keys = np.empty_like(index)
         for e in np.unique(epochs).tolist():
             where = epochs == e
