@@ -31,7 +31,11 @@ def make_loader(workers):
 
 NO_GUARD = PIPELINE + """
 print("top level ran", flush=True)
-total = sum(int(b.sum()) for b in make_loader(2))
+# An endless stream: the first chunks may come from this process while the fork server
+# starts (the warm start); the workers take over soon after, and theirs is the error.
+endless = th.DataLoader(th.sources.RangeDataSource(0, 1000), th.IndexSampler(1000, num_epochs=None),
+                        [double, th.Batch(10)], worker_count=2)
+total = sum(int(b.sum()) for b, _ in zip(endless, range(10**7)))
 print("total", total)
 """
 

@@ -20,10 +20,12 @@ Example:
 from __future__ import annotations
 
 import logging
+import multiprocessing
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from thresher.errors import InvalidStateError
 from thresher.loader.autotune import AutotuneReport, decide, memory_budget
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.options import WorkerCount
@@ -73,14 +75,36 @@ class Engine:
         )
 
     def resume_position(self, state: LoaderState, *, allow_approximate: bool = False) -> int:
-        """Checks a parsed state against this stream and geometry; the position to resume at."""
-        return resume_position(
+        """Checks a parsed state against this stream and geometry; the position to resume at.
+
+        A position iteration could not have reached is refused (InvalidStateError): past
+        the end of a finite stream, or, where batches are whole runs of positions (a
+        Batch and no Filter before it), inside a batch.
+        """
+        position = resume_position(
             state,
             self.stream,
             self.geometry,
             self.processor.plan.descriptions,
             allow_approximate=allow_approximate,
         )
+        end = self.processor.sampler.local_length
+        saved, b = state.geometry, state.geometry.batch_size
+        if saved != self.geometry:  # converted from another geometry: the end of this shard at most
+            return position if end is None else min(position, end)
+        if end is not None and position > end:
+            raise InvalidStateError(
+                f"the state's position {state.position} (here {position}) is past the end of this "
+                f"process's stream ({end} positions): it was not saved by this pipeline, or it was edited"
+            )
+        if (state.slowest is None and saved.aligned and b
+                and position % b and position != end):
+            raise InvalidStateError(
+                f"the state's position {position} is inside a batch (batches of {b} positions "
+                f"start at multiples of {b}): iteration never stops there, so the state was edited "
+                "or comes from another pipeline"
+            )
+        return position
 
     # -- producers --------------------------------------------------------------------------
     def decide(
@@ -148,6 +172,7 @@ class Engine:
             return InProcessProducer(self.processor, position, stop, self.chunk_size, stats)
         # The pool's modules (sockets, shared memory) are loaded only by loaders with workers.
         from thresher.loader import warm_start
+        from thresher.loader.main_module import unimportable_main
         from thresher.loader.pool.workers import WorkerPoolProducer
 
         spec = self.worker_spec
@@ -157,7 +182,10 @@ class Engine:
             return WorkerPoolProducer(spec, at, stop, self.chunk_size, workers, buffer, stats)
 
         warm_start.begin()  # the fork server starts with the first workers, in the background
-        if warm_start.is_ready():
+        if (warm_start.is_ready() or multiprocessing.parent_process() is not None
+                or unimportable_main() is not None):
+            # Where workers cannot start (a script's top level run again in a worker, a script
+            # read from stdin) the pool's clear error comes now, not after a warm start.
             return pool(position)
         # The first chunks come from this process while the fork server starts: same batches.
         return warm_start.WarmStartProducer(self.processor, position, stop, self.chunk_size, stats, pool)
