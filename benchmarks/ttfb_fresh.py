@@ -35,6 +35,7 @@ print(json.dumps({{"ttfb_s": ttfb, "records": count(batch)}}))
 """
 
 ROWS = (("thresher w2", "thresher_loader", {"workers": 2}),
+        ("thresher w2 warm_start", "thresher_loader", {"workers": 2, "warm_start": True}),
         ("torch w2 (fork)", "torch_loader", {"workers": 2}),
         ("torch w2 (spawn)", "torch_loader", {"workers": 2, "context": "spawn"}))
 

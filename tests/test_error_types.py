@@ -44,6 +44,7 @@ MAPPING: dict[str, set[type]] = {
     "WorkerError": {RuntimeError},
     "CacheError": {RuntimeError},
     "RandomAccessError": {TypeError},
+    "ConversionRequiredError": {OSError},
 }
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Callable
 
-from thresher.errors import ConfigError, InvalidStateError
+from thresher.errors import ConfigError, ConfigTypeError, InvalidStateError
 
 if TYPE_CHECKING:  # imported where used: samplers and transforms import this module
     from thresher.samplers.sharding import ShardOptions
@@ -48,7 +48,7 @@ def as_shard_options(obj: Any, where: str) -> ShardOptions:
     index, count = getattr(obj, "shard_index", None), getattr(obj, "shard_count", None)
     if isinstance(index, int) and isinstance(count, int) and hasattr(obj, "drop_remainder"):
         return ShardOptions(index, count, bool(obj.drop_remainder), getattr(obj, "block_size", None))
-    raise ConfigError(
+    raise ConfigTypeError(
         f"{where} got {obj!r} ({_grain_name(obj)}), which has no shard_index/shard_count/drop_remainder: "
         "pass thresher.ShardOptions(shard_index, shard_count), thresher.NoSharding() or Grain's ShardOptions"
     )
@@ -93,7 +93,7 @@ def transform_function(obj: Any, kind: str, where: str) -> Callable[..., Any]:
         return obj
     others = [m for m in _KINDS if callable(getattr(obj, m, None))]
     hint = f"it has {others[0]}(): use {others[0]}" if others else "pass a function"
-    raise ConfigError(f"{where} takes a function or a transform with {kind}(), got {obj!r}; {hint}")
+    raise ConfigTypeError(f"{where} takes a function or a transform with {kind}(), got {obj!r}; {hint}")
 
 
 def check_read_options(obj: Any, where: str) -> Any:
@@ -147,4 +147,4 @@ def check_sampler(sampler: Any, sampler_class: type) -> Any:
     if type(sampler).__name__ in ("IndexSampler", "SequentialSampler"):
         grain_hint = (f" ({_grain_name(sampler)} is another library's sampler: use thresher.grain.{type(sampler).__name__}"
                       " with the same arguments, or thresher.IndexSampler)")
-    raise ConfigError(f"sampler must be a thresher.IndexSampler, got {sampler!r}{grain_hint}")
+    raise ConfigTypeError(f"sampler must be a thresher.IndexSampler, got {sampler!r}{grain_hint}")

@@ -66,7 +66,7 @@ _FRESH = textwrap.dedent("""
     from thresher.loader import warm_start
     if __name__ == "__main__":
         loader = wh.build(sys.argv[1], shuffle=True, seed=7, random_map=True, num_epochs=None, batch=8,
-                          chunk_size=16, workers=2)
+                          chunk_size=16, workers=2, warm_start=True)
         it = iter(loader)
         got, handed = [], None
         for i in range(100_000):

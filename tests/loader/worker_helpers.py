@@ -96,7 +96,8 @@ def build(paths: Any, *, n: int | None = None, shuffle: bool = False, seed: int 
           num_epochs: int | None = 1, shards: tuple[int, int] = (0, 1), shard_drop: bool = False,
           batch: int | None = 8, drop_remainder: bool = False, filter: bool = False,
           random_map: bool = False, batch_op: bool = False, extra: tuple[Any, ...] = (),
-          workers: int = 0, chunk_size: int | None = 64, buffer: int = 2) -> th.DataLoader:
+          workers: int = 0, chunk_size: int | None = 64, buffer: int = 2,
+          warm_start: bool = False) -> th.DataLoader:
     """A DataLoader over ArrayRecord ``paths``; every option of the equivalence tests.
 
     Chunks of 64 positions by default, so that the small test datasets are cut into
@@ -116,7 +117,7 @@ def build(paths: Any, *, n: int | None = None, shuffle: bool = False, seed: int 
         if batch_op:
             ops.append(label_sum)
     return th.DataLoader(source, sampler, ops, worker_count=workers, chunk_size=chunk_size,
-                         worker_buffer_size=buffer)
+                         worker_buffer_size=buffer, warm_start=warm_start)
 
 
 def assert_same(a: Any, b: Any, where: str = "") -> None:

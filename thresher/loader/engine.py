@@ -66,6 +66,7 @@ class Engine:
     stream: StreamId
     geometry: Geometry
     stage_order: tuple[str, ...]
+    warm_start: bool = False
 
     # -- state ------------------------------------------------------------------------------
     def state_at(self, position: int) -> LoaderState:
@@ -181,11 +182,11 @@ class Engine:
         def pool(at: int) -> Producer:
             return WorkerPoolProducer(spec, at, stop, self.chunk_size, workers, buffer, stats)
 
-        warm_start.begin()  # the fork server starts with the first workers, in the background
-        if (warm_start.is_ready() or multiprocessing.parent_process() is not None
+        if (not self.warm_start or warm_start.is_ready() or multiprocessing.parent_process() is not None
                 or unimportable_main() is not None):
             # Where workers cannot start (a script's top level run again in a worker, a script
             # read from stdin) the pool's clear error comes now, not after a warm start.
             return pool(position)
         # The first chunks come from this process while the fork server starts: same batches.
+        warm_start.begin()
         return warm_start.WarmStartProducer(self.processor, position, stop, self.chunk_size, stats, pool)

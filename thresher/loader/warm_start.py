@@ -5,8 +5,8 @@ interpreter that imports thresher (and jax, when the main process uses it) befor
 can fork a single worker. In a process that has already imported jax and torch that
 takes 0.3-1 s on an idle machine, and all of it used to be time to the first batch.
 
-Now the fork server is started in a background thread (:func:`begin`, called when the
-DataLoader is made), and until it can fork, :class:`WarmStartProducer` computes chunks
+With ``DataLoader(..., warm_start=True)`` the fork server is started in a background
+thread (:func:`begin`, called when the first workers are asked for), and until it can fork, :class:`WarmStartProducer` computes chunks
 in the main process, exactly as ``worker_count=0`` would. At the first chunk boundary
 after the server is ready it hands the rest of the stream to a worker pool starting
 there. Each chunk is a pure function of its positions, so the batches are the same as
@@ -20,7 +20,8 @@ Example:
     >>> import thresher as th
     >>> from thresher.loader import warm_start
     >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 12), th.IndexSampler(12),
-    ...                        [lambda x: x * 2, th.Batch(4)], worker_count=2, chunk_size=4)
+    ...                        [lambda x: x * 2, th.Batch(4)], worker_count=2, chunk_size=4,
+    ...                        warm_start=True)
     >>> [b.tolist() for b in loader]
     [[0, 2, 4, 6], [8, 10, 12, 14], [16, 18, 20, 22]]
     >>> _ = warm_start.wait(60.0)
