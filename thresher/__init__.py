@@ -11,6 +11,7 @@ Example:
 
 from thresher import errors, features, samplers, sources, splits, transforms
 from thresher.dataset import Dataset
+from thresher.forensics import explain
 from thresher.loader import DataLoader, DataLoaderIterator, LoaderStats, plot_timeline, trace
 from thresher.samplers import (
     IndexSampler,
@@ -49,6 +50,7 @@ __all__ = [
     "data_source",
     "errors",
     "even_splits",
+    "explain",
     "features",
     "plot_timeline",
     "prepare",

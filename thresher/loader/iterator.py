@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -13,6 +14,7 @@ from thresher.loader.autotune import AutotuneReport
 from thresher.loader.batcher import Batcher
 from thresher.loader.engine import Engine
 from thresher.loader.producer import Producer
+from thresher.loader.skips import SkipPlan, SkipRanges
 from thresher.loader.state_types import LoaderState
 from thresher.loader.profiling.stats import LoaderStats, StatsRecorder
 from thresher.randomness.seeds import DOMAIN_BATCH, derive_seed
@@ -100,6 +102,9 @@ class DataLoaderIterator:
         self._stats = StatsRecorder(engine.worker_count if isinstance(engine.worker_count, int) else 0,
                                     engine.stage_order)
         self._batch_stages = engine.processor.batch_stages
+        self._skips = SkipRanges()  # steps never produced (set_state(..., skip_steps=...))
+        self._skip_plan: SkipPlan | None = None
+        self._skip_at: int | None = None  # the position where the next skipped step starts
         self._reset(position)
 
     # -- life cycle ---------------------------------------------------------------------
@@ -107,6 +112,9 @@ class DataLoaderIterator:
         if self._producer is not None:
             self._producer.close()
             self._producer = None
+        if self._skip_plan is not None:
+            position = self._skip_plan.resume_at(position)
+            self._skip_at = self._skip_plan.next_start(position)
         self._state_position = position
         self._batcher = Batcher(self._plan.batch, self._stats)
         self._exhausted = False
@@ -158,6 +166,8 @@ class DataLoaderIterator:
     def _next(self) -> Any:
         if self._closed:
             raise StopIteration
+        if self._skip_at is not None and self._state_position >= self._skip_at:
+            self._reset(self._state_position)  # jump over skipped steps: none of their records is read
         batcher = self._batcher
         while True:
             item = batcher.pop(final=self._exhausted)
@@ -224,9 +234,13 @@ class DataLoaderIterator:
         ``position`` is the first position of this process's stream not yet in an
         emitted batch. Nothing else is needed to resume: restore cost is O(1).
         """
-        return self._engine.state_at(self._state_position).to_json()
+        state = self._engine.state_at(self._state_position)
+        if self._skips:
+            state = replace(state, extensions=replace(state.extensions, skips=self._skips))
+        return state.to_json()
 
-    def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False) -> None:
+    def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False,
+                  skip_steps: range | None = None) -> None:
         """Continues with exactly the batch that followed when ``state`` was taken.
 
         Raises InvalidStateError for a malformed state, IncompatibleStateError for a
@@ -237,12 +251,35 @@ class DataLoaderIterator:
         ``allow_approximate=True`` opts into a documented approximate restart where
         an exact one is impossible (see ``thresher.loader.state.restore_position`` and
         ``slowest_state``): no element is skipped, some are served again.
-        """
-        self.restore(LoaderState.from_json(state), allow_approximate=allow_approximate)
 
-    def restore(self, state: LoaderState, *, allow_approximate: bool = False) -> None:
+        ``skip_steps=range(a, b)``: steps a..b-1 (counted as in the run without skips)
+        are never produced; every other step is the batch the run without skips makes.
+        The skips are kept in the state (see docs/forensics.md).
+        """
+        self.restore(LoaderState.from_json(state), allow_approximate=allow_approximate, skip_steps=skip_steps)
+
+    def restore(self, state: LoaderState, *, allow_approximate: bool = False,
+                skip_steps: range | None = None) -> None:
         """``set_state`` for a parsed state (``LoaderState.from_json``)."""
-        self._reset(self._engine.resume_position(state, allow_approximate=allow_approximate))
+        from thresher.forensics.steps import skip_plan, steps_as_skips
+
+        position = self._engine.resume_position(state, allow_approximate=allow_approximate)
+        skips = state.extensions.skips
+        if skip_steps is not None:
+            skips = skips.union(steps_as_skips(self._engine.processor, skip_steps))
+        self._skip_plan = skip_plan(self._engine.processor, skips)
+        self._skips, self._skip_at = skips, None
+        self._reset(position)
+
+    @property
+    def engine(self) -> Engine:
+        """The engine this iterator runs (shared with its DataLoader)."""
+        return self._engine
+
+    @property
+    def skips(self) -> SkipRanges:
+        """The global positions of the steps this iterator skips (empty: none)."""
+        return self._skips
 
     @property
     def position(self) -> int:
