@@ -31,12 +31,12 @@ __all__ = ["StepGeometry", "data_dependent_reason", "skip_plan", "step_geometry"
 def data_dependent_reason(loader: Any) -> str | None:
     """Why the positions of a step depend on the data (None when they do not)."""
     plan = loader.plan
+    if plan.drops_records:
+        return "errors='skip' drops records that fail, so a batch holds a data-dependent number of positions"
     if plan.filter_before_batch:
         return "a Filter comes before the Batch, so a batch holds a data-dependent number of positions"
     if plan.filters_batches:
         return "a Filter after the Batch drops whole batches, so step numbers depend on the data"
-    if getattr(loader, "errors", "raise") == "skip":
-        return "errors='skip' drops records that fail, so a batch holds a data-dependent number of positions"
     return None
 
 

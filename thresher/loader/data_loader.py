@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 from typing import Any, Sequence
 
 from thresher.errors import ConfigError
 from thresher.loader.autotune import AutotuneReport
+from thresher.loader.bad_records import MaxSkipped, check_policy
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.engine import Engine, WorkerCount
 from thresher.loader.iterator import DataLoaderIterator
@@ -45,6 +47,13 @@ class DataLoader:
             memory use is about ``worker_count * worker_buffer_size`` chunks. The
             default (None) is 2, fewer if the first chunk shows that would not fit a
             quarter of the available memory. It changes speed and memory, never results.
+        errors: ``"raise"`` (default) stops at the first record whose read or per-record
+            operation raises; ``"skip"`` drops it, deterministically, logs and counts it
+            (``it.skipped_records``, ``it.stats().skipped_records``; see
+            thresher.loader.bad_records). Element counts then depend on the data, as
+            with a Filter before the Batch.
+        max_skipped: with ``errors="skip"``, raise once more records than this were
+            dropped: a count, or a fraction of the positions read (None: no limit).
 
     With ``worker_count > 0`` the source and the operations before the Batch are
     pickled with cloudpickle (lambdas and closures work) and run in worker processes
@@ -91,6 +100,8 @@ class DataLoader:
         worker_count: WorkerCount = 0,
         chunk_size: int | None = None,
         worker_buffer_size: int | None = None,
+        errors: str = "raise",
+        max_skipped: MaxSkipped = None,
     ) -> None:
         if not (hasattr(data_source, "__len__") and hasattr(data_source, "__getitem__")):
             raise ConfigError(f"data_source must have __len__ and __getitem__ (random access); got {data_source!r}")
@@ -103,7 +114,11 @@ class DataLoader:
         if worker_count != "auto" and (isinstance(worker_count, bool) or not isinstance(worker_count, int)
                                        or worker_count < 0):
             raise ConfigError(f"worker_count must be an int >= 0 or \"auto\", got {worker_count!r}")
+        check_policy(errors, max_skipped)
+        self.errors = errors
         self.plan = plan_operations(operations)
+        if errors == "skip":
+            self.plan = replace(self.plan, drops_records=True)
         batch = self.plan.batch
         if sampler.shard_options.block_size is None:
             block = batch.batch_size if batch is not None and not self.plan.filter_before_batch else 1
@@ -121,7 +136,8 @@ class DataLoader:
             raise ConfigError(f"worker_buffer_size must be an int >= 1 or None, got {worker_buffer_size!r}")
         self.chunk_size = chunk_size
         self.worker_buffer_size = worker_buffer_size
-        self._processor = ChunkProcessor(data_source, sampler, self.plan)
+        self._processor = ChunkProcessor(data_source, sampler, self.plan, skip_errors=errors == "skip",
+                                         max_skipped=max_skipped)
         self._worker_spec: WorkerSpec | None = None
         self._unusable: str | None = None  # why workers cannot run this pipeline ("auto" only)
         #: What ``worker_count="auto"`` chose (set by the first iterator), else None.

@@ -11,6 +11,7 @@ import numpy as np
 
 from thresher.errors import TransformError
 from thresher.loader.autotune import AutotuneReport
+from thresher.loader.bad_records import BadRecords, DroppedRecord
 from thresher.loader.batcher import Batcher
 from thresher.loader.engine import Engine
 from thresher.loader.producer import Producer
@@ -105,6 +106,8 @@ class DataLoaderIterator:
         self._skips = SkipRanges()  # steps never produced (set_state(..., skip_steps=...))
         self._skip_plan: SkipPlan | None = None
         self._skip_at: int | None = None  # the position where the next skipped step starts
+        processor = engine.processor
+        self._bad = BadRecords(processor.max_skipped) if processor.skip_errors else None
         self._reset(position)
 
     # -- life cycle ---------------------------------------------------------------------
@@ -195,6 +198,8 @@ class DataLoaderIterator:
             if chunk is None:
                 self._exhausted = True
             else:
+                if self._bad is not None:
+                    self._stats.skipped_records += self._bad.add(chunk.start, chunk.stop, chunk.dropped)
                 batcher.add(chunk)
 
     def _apply_batch_ops(self, batch: Any, first: int, end: int) -> tuple[Any, bool]:
@@ -275,6 +280,11 @@ class DataLoaderIterator:
     def engine(self) -> Engine:
         """The engine this iterator runs (shared with its DataLoader)."""
         return self._engine
+
+    @property
+    def skipped_records(self) -> list[DroppedRecord]:
+        """The records dropped by ``errors="skip"`` so far, in stream order (empty otherwise)."""
+        return list(self._bad.dropped) if self._bad is not None else []
 
     @property
     def skips(self) -> SkipRanges:

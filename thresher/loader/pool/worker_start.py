@@ -140,7 +140,8 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
     import cloudpickle
 
     plan = processor.plan
-    shipped = ChunkProcessor(processor.source, processor.sampler, replace(plan, batch_ops=()))
+    shipped = ChunkProcessor(processor.source, processor.sampler, replace(plan, batch_ops=()),
+                             skip_errors=processor.skip_errors)
     try:
         payload = cloudpickle.dumps(shipped)
     except Exception as e:
