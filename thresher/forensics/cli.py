@@ -30,7 +30,14 @@ __all__ = ["load_pipeline", "run_explain"]
 
 
 def load_pipeline(spec: str) -> Any:
-    """Imports ``module:function`` and calls the function (no arguments): the DataLoader."""
+    """Imports ``module:function`` and calls the function (no arguments): the DataLoader.
+
+    Example:
+        >>> load_pipeline("thresher")
+        Traceback (most recent call last):
+        ...
+        thresher.errors.ConfigError: --pipeline must be MODULE:FUNCTION (e.g. my_project.data:train_loader), got 'thresher'
+    """
     module_name, sep, name = spec.partition(":")
     if not sep or not module_name or not name:
         raise ConfigError(f"--pipeline must be MODULE:FUNCTION (e.g. my_project.data:train_loader), got {spec!r}")

@@ -50,6 +50,13 @@ class StepProvenance:
             ``thresher.transforms.random_map.RecordRng().seeded(seed, salt)``.
         random_maps: ``(name, salt)`` of each per-record RandomMap.
         locations: ``(file, index in file)`` of each record, or None if the source cannot tell.
+
+    Example:
+        >>> import thresher as th
+        >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 10), th.IndexSampler(10), [th.Batch(2)])
+        >>> p = th.explain(loader, 2)
+        >>> len(p), p.record_keys.tolist(), p.records()[0]["position"], p.skipped
+        (2, [4, 5], 4, False)
     """
 
     step: int

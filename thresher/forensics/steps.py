@@ -44,6 +44,12 @@ def data_dependent_reason(loader: Any) -> str | None:
 class StepGeometry:
     """The steps of every process of a pipeline whose steps are arithmetic.
 
+    Example:
+        >>> g = StepGeometry(batch_size=4, drop_last=True, shard_count=2, block_size=4,
+        ...                  shard_drop_remainder=False, total=20)
+        >>> g.local_range(2, 0), g.local_range(2, 1), g.num_steps(1), g.contiguous
+        ((8, 12), None, 2, True)
+
     Attributes:
         batch_size: B, positions per step of one process (1 without a Batch).
         drop_last: a last partial batch is dropped (``Batch(drop_remainder=True)``).
@@ -114,6 +120,12 @@ def step_geometry(loader: Any) -> StepGeometry:
 
 def skip_plan(processor: Any, skips: SkipRanges) -> SkipPlan | None:
     """The jumps of a process of this pipeline over ``skips`` (None when there are none).
+
+    Example:
+        >>> import thresher as th
+        >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 40), th.IndexSampler(40), [th.Batch(4)])
+        >>> skip_plan(loader, steps_as_skips(loader, range(2, 4))).resume_at(8)
+        16
 
     Raises ConfigError when the pipeline's steps are not global position ranges (steps
     that depend on the data, or blocks that are not batches on several processes).

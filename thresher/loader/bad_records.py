@@ -65,7 +65,12 @@ def check_policy(errors: str, max_skipped: MaxSkipped) -> None:
 
 @dataclass(frozen=True)
 class DroppedRecord:
-    """A record dropped by ``errors="skip"``: where it is, and what failed."""
+    """A record dropped by ``errors="skip"``: where it is, and what failed.
+
+    Example:
+        >>> print(DroppedRecord(5, 9, 42, "read", "OSError: bad checksum"))
+        record key 42 at position 5 (global position 9) dropped: read failed: OSError: bad checksum
+    """
 
     position: int
     global_position: int
@@ -138,7 +143,15 @@ def apply_dropping(op: Operation, elements: list[Any], ctx: Any, source: Any, po
 
 
 class BadRecords:
-    """The iterator's side: logs and counts the drops of each chunk, in order, and enforces the limit."""
+    """The iterator's side: logs and counts the drops of each chunk, in order, and enforces the limit.
+
+    Example:
+        >>> bad = BadRecords(max_skipped=1)
+        >>> bad.add(0, 8, [DroppedRecord(3, 3, 3, "read", "OSError: x")])
+        1
+        >>> bad.add(8, 16, None), len(bad.dropped)
+        (0, 1)
+    """
 
     def __init__(self, max_skipped: MaxSkipped) -> None:
         self.max_skipped = max_skipped
