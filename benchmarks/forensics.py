@@ -97,11 +97,12 @@ def skip_figures(path: str, n: int, repeats: int) -> None:
         def bad_policy() -> th.DataLoaderIterator:
             return iter(skip_loader)
 
-        rows: dict[str, list[float]] = {"no skips": [], "skips armed, idle": [], "errors='skip', none fail": []}
-        for _ in range(repeats):  # interleaved, so load on the machine hits all three alike
-            rows["no skips"].append(_epoch_rps(plain, n))
-            rows["skips armed, idle"].append(_epoch_rps(armed, n))
-            rows["errors='skip', none fail"].append(_epoch_rps(bad_policy, n))
+        runs = {"no skips": plain, "skips armed, idle": armed, "errors='skip', none fail": bad_policy}
+        rows: dict[str, list[float]] = {name: [] for name in runs}
+        names = list(runs)
+        for r in range(repeats):  # interleaved and rotated, so load on the machine hits all three alike
+            for name in names[r % 3:] + names[:r % 3]:
+                rows[name].append(_epoch_rps(runs[name], n))
         base = statistics.median(rows["no skips"])
         for name, values in rows.items():
             m = statistics.median(values)
