@@ -221,7 +221,8 @@ class DataLoader:
         if n is None:
             raise TypeError("this DataLoader repeats forever (num_epochs=None): it has no len()")
         if self.plan.filter_before_batch or self.plan.filters_batches:
-            raise TypeError("a DataLoader with a Filter has no len(): the number of batches depends on the data")
+            raise TypeError("a DataLoader with a Filter (or errors='skip') has no len(): the number of batches "
+                            "depends on the data")
         batch = self.plan.batch
         if batch is None:
             return n
