@@ -65,7 +65,7 @@ def test_skips_are_kept_by_later_states(spec: Spec, data: st.DataObject) -> None
     assert len(got) == len(want)
     for x, y in zip(got, want):
         np.testing.assert_array_equal(x, y)
-    if a < b:
+    if a < b and a < len(full):
         assert th.explain(again, a).skipped and th.explain(spec.loader(0), a, state=state).skipped
     assert not any(th.explain(again, t).skipped for t in range(len(full)) if not a <= t < b)
 
