@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -107,7 +106,7 @@ def _parts(obj: Any) -> tuple[Any, SkipRanges]:
     return processor, skips if isinstance(skips, SkipRanges) else SkipRanges()
 
 
-def _state_skips(processor: Any, engine: Any, state: Mapping[str, Any] | LoaderState) -> SkipRanges:
+def _state_skips(engine: Any, state: Mapping[str, Any] | LoaderState) -> SkipRanges:
     saved = state if isinstance(state, LoaderState) else LoaderState.from_json(state)
     if engine is not None and saved.stream.fingerprint != engine.stream.fingerprint:
         raise IncompatibleStateError(
@@ -133,7 +132,7 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
     processor, skips = _parts(loader)
     engine = getattr(loader, "engine", None)
     if state is not None:
-        skips = skips.union(_state_skips(processor, engine, state))
+        skips = skips.union(_state_skips(engine, state))
     geo: StepGeometry = step_geometry(processor)
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
         raise ConfigError(f"step must be an int >= 0, got {step!r}")
@@ -165,7 +164,3 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
     return StepProvenance(step, skipped, procs_col, local, glob, epochs.astype(np.int64), keys.astype(np.int64),
                           seeds, randoms, None if locs is None else tuple(locs))
 
-
-def explain_json(loader: Any, step: int, process_index: int | None = None, **kwargs: Any) -> str:
-    """``explain(...).to_json()`` as a JSON string (what the CLI prints with ``--json``)."""
-    return json.dumps(explain(loader, step, process_index, **kwargs).to_json())
