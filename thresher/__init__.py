@@ -12,6 +12,7 @@ Example:
 from thresher import errors, features, samplers, sources, splits, transforms
 from thresher.dataset import Dataset
 from thresher.display import as_dataframe, show_examples
+from thresher.forensics import explain
 from thresher.loader import DataLoader, DataLoaderIterator, LoaderStats, plot_timeline, trace
 from thresher.samplers import (
     IndexSampler,
@@ -54,6 +55,7 @@ __all__ = [
     "data_source",
     "errors",
     "even_splits",
+    "explain",
     "features",
     "plot_timeline",
     "prepare",

@@ -9,6 +9,7 @@
     thresher prepare OUT --split train a.csv --class-label species
     thresher convert TFDS_DIR [--out DIR] [--no-verify] [--quiet]
     thresher demo [ARGS...]
+    thresher explain --pipeline MODULE:FUNCTION --step N [--state STATE.json] [--process-index I] [--json]
 
 Example:
     >>> from thresher.cli import main
@@ -155,6 +156,12 @@ def _demo(argv: Sequence[str]) -> int:
     return int(result or 0)
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from thresher.forensics.cli import run_explain
+
+    return run_explain(args.pipeline, args.step, args.state, args.process_index, args.json)
+
+
 def _version() -> str:
     import thresher
 
@@ -209,6 +216,13 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--no-verify", action="store_true",
                       help="skip the per-record data CRC32C check (faster)")
     conv.add_argument("--quiet", action="store_true", help="no progress bar")
+    exp = sub.add_parser("explain", help="which records make a training step (reads no record)")
+    exp.add_argument("--pipeline", required=True, metavar="MODULE:FUNCTION",
+                     help="a function that takes no argument and returns the run's DataLoader")
+    exp.add_argument("--step", required=True, type=int, help="the step (counted as in the run without skips)")
+    exp.add_argument("--state", help="a state saved by the run (its skipped steps are shown)")
+    exp.add_argument("--process-index", type=int, help="one process (default: all)")
+    exp.add_argument("--json", action="store_true", help="print JSON")
 
     sub.add_parser("demo", help="run the thresher demo (arguments are passed to it)",
                    add_help=False)
@@ -230,6 +244,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _info(args)
         if args.command == "convert":
             return _convert(args)
+        if args.command == "explain":
+            return _explain(args)
         return _prepare(args)
     except ThresherError as e:
         print(f"thresher {args.command}: error: {e}", file=sys.stderr)

@@ -19,6 +19,7 @@ import numpy as np
 
 from thresher.errors import TransformError
 from thresher.randomness.record_rng import RecordRng
+from thresher.loader.bad_records import DroppedRecord, apply_dropping, read_dropping
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.sources.protocol import read_many
 from thresher.transforms.kinds import ElementFailure, Operation
@@ -49,6 +50,7 @@ class Chunk:
     elements: list[Any]
     batches: list[Any] | None = field(default=None)
     marks: list[int] | None = field(default=None, repr=False, compare=False)
+    dropped: list[DroppedRecord] | None = field(default=None)  # errors="skip": the records dropped
 
 
 def stage_labels(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -89,7 +91,11 @@ class ChunkProcessor:
         [20, 30, 40]
     """
 
-    def __init__(self, source: Any, sampler: IndexSampler, plan: Plan) -> None:
+    def __init__(self, source: Any, sampler: IndexSampler, plan: Plan, *, skip_errors: bool = False,
+                 max_skipped: int | float | None = None) -> None:
+        #: errors="skip": a record whose read or operation fails is dropped (thresher.loader.bad_records).
+        self.skip_errors = skip_errors
+        self.max_skipped = max_skipped
         self.source = source
         self.sampler = sampler
         self.plan = plan
@@ -121,6 +127,8 @@ class ChunkProcessor:
         keys, _ = sampler.record_keys(globals_)
         key_list = keys.tolist()
         marks.append(clock())
+        if self.skip_errors:
+            return self._process_dropping(positions, start, stop, globals_, keys, key_list, marks)
         try:
             elements = read_many(self.source, key_list)
         except Exception as e:
@@ -142,6 +150,21 @@ class ChunkProcessor:
         alive = ctx.alive
         kept = positions if alive is None else positions[alive]
         return Chunk(start, stop, kept, elements, marks=marks)
+
+    def _process_dropping(self, positions: np.ndarray, start: int, stop: int, globals_: np.ndarray,
+                          keys: np.ndarray, key_list: list[int], marks: list[int]) -> Chunk:
+        """``process`` under errors="skip": failing records are dropped and listed in the Chunk."""
+        dropped: list[DroppedRecord] = []
+        elements, alive = read_dropping(self.source, key_list, positions, keys, globals_, dropped)
+        marks.append(time.monotonic_ns())
+        ctx = _RecordContext(self, globals_)
+        ctx.alive = alive
+        for op in self.plan.record_ops:
+            elements = apply_dropping(op, elements, ctx, self.source, positions, keys, globals_, dropped)
+            marks.append(time.monotonic_ns())
+        kept = positions if ctx.alive is None else positions[ctx.alive]
+        dropped.sort(key=lambda d: d.position)
+        return Chunk(start, stop, kept, elements, marks=marks, dropped=dropped or None)
 
     @staticmethod
     def _fail(op: Operation, j: int, alive: np.ndarray | None, positions: np.ndarray, keys: np.ndarray,

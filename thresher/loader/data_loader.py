@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
 from thresher._compat import check_read_options, check_sampler
 from thresher.errors import ConfigError
 from thresher.loader.autotune import AutotuneReport
+from thresher.loader.bad_records import MaxSkipped, check_policy
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.engine import Engine
 from thresher.loader.iterator import DataLoaderIterator
@@ -52,6 +54,13 @@ class DataLoader:
             fork server starts (a faster first batch in a fresh process; the same batches).
             Off by default: the operations of those chunks then run in the training
             process, so a crash in them is not isolated in a worker.
+        errors: ``"raise"`` (default) stops at the first record whose read or per-record
+            operation raises; ``"skip"`` drops it, deterministically, logs and counts it
+            (``it.skipped_records``, ``it.stats().skipped_records``; see
+            thresher.loader.bad_records). Element counts then depend on the data, as
+            with a Filter before the Batch.
+        max_skipped: with ``errors="skip"``, raise once more records than this were
+            dropped: a count, or a fraction of the positions read (None: no limit).
 
     With ``worker_count > 0`` the source and the operations before the Batch are
     pickled with cloudpickle (lambdas and closures work) and run in worker processes
@@ -100,6 +109,8 @@ class DataLoader:
         worker_buffer_size: int | None = None,
         read_options: Any = None,
         warm_start: bool = False,
+        errors: str = "raise",
+        max_skipped: MaxSkipped = None,
     ) -> None:
         if not (hasattr(data_source, "__len__") and hasattr(data_source, "__getitem__")):
             raise ConfigError(f"data_source must have __len__ and __getitem__ (random access); got {data_source!r}")
@@ -114,7 +125,11 @@ class DataLoader:
             raise ConfigError(f"the sampler has num_records={sampler.num_records} but the source {data_source!r} "
                               f"has only {n} records")
         options = LoaderOptions(worker_count, chunk_size, worker_buffer_size)
+        check_policy(errors, max_skipped)
+        self.errors = errors
         self.plan = plan_operations(operations)
+        if errors == "skip":
+            self.plan = replace(self.plan, drops_records=True)
         batch = self.plan.batch
         if sampler.shard_options.block_size is None:
             block = batch.batch_size if batch is not None and not self.plan.filter_before_batch else 1
@@ -124,7 +139,8 @@ class DataLoader:
         self.worker_count = options.worker_count
         self.chunk_size = chunk_size = options.chunk_size_for(batch.batch_size if batch is not None else None)
         self.worker_buffer_size = options.worker_buffer_size
-        self._processor = ChunkProcessor(data_source, sampler, self.plan)
+        self._processor = ChunkProcessor(data_source, sampler, self.plan, skip_errors=errors == "skip",
+                                         max_skipped=max_skipped)
         self._worker_spec: WorkerSpec | None = None
         self._unusable: str | None = None  # why workers cannot run this pipeline ("auto" only)
         #: What ``worker_count="auto"`` chose (set by the first iterator), else None.
@@ -209,7 +225,8 @@ class DataLoader:
         if n is None:
             raise TypeError("this DataLoader repeats forever (num_epochs=None): it has no len()")
         if self.plan.filter_before_batch or self.plan.filters_batches:
-            raise TypeError("a DataLoader with a Filter has no len(): the number of batches depends on the data")
+            raise TypeError("a DataLoader with a Filter (or errors='skip') has no len(): the number of batches "
+                            "depends on the data")
         batch = self.plan.batch
         if batch is None:
             return n

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -12,9 +13,11 @@ import numpy as np
 from thresher._compat import as_state
 from thresher.errors import TransformError
 from thresher.loader.autotune import AutotuneReport
+from thresher.loader.bad_records import BadRecords, DroppedRecord
 from thresher.loader.batcher import Batcher
 from thresher.loader.engine import Engine
 from thresher.loader.producer import Producer
+from thresher.loader.skips import SkipPlan, SkipRanges
 from thresher.loader.profiling.stats import LoaderStats, StatsRecorder
 from thresher.loader.state_types import LoaderState
 from thresher.randomness.record_rng import RecordRng
@@ -105,6 +108,11 @@ class DataLoaderIterator:
         self._stats = StatsRecorder(engine.worker_count if isinstance(engine.worker_count, int) else 0,
                                     engine.stage_order)
         self._batch_stages = engine.processor.batch_stages
+        self._skips = SkipRanges()  # steps never produced (set_state(..., skip_steps=...))
+        self._skip_plan: SkipPlan | None = None
+        self._skip_at: int | None = None  # the position where the next skipped step starts
+        processor = engine.processor
+        self._bad = BadRecords(processor.max_skipped) if processor.skip_errors else None
         self._reset(position)
 
     # -- life cycle ---------------------------------------------------------------------
@@ -112,6 +120,12 @@ class DataLoaderIterator:
         if self._producer is not None:
             self._producer.close()
             self._producer = None
+        if self._skip_plan is not None:
+            position = self._skip_plan.resume_at(position)
+            end = self._engine.processor.sampler.local_length
+            if end is not None:
+                position = min(position, end)  # skips past the end of a finite stream end it
+            self._skip_at = self._skip_plan.next_start(position)
         self._state_position = position
         self._batcher = Batcher(self._plan.batch, self._stats)
         self._exhausted = False
@@ -163,6 +177,8 @@ class DataLoaderIterator:
     def _next(self) -> Any:
         if self._closed:
             raise StopIteration
+        if self._skip_at is not None and self._state_position >= self._skip_at:
+            self._reset(self._state_position)  # jump over skipped steps: none of their records is read
         batcher = self._batcher
         while True:
             item = batcher.pop(final=self._exhausted)
@@ -190,6 +206,8 @@ class DataLoaderIterator:
             if chunk is None:
                 self._exhausted = True
             else:
+                if self._bad is not None:
+                    self._stats.skipped_records += self._bad.add(chunk.start, chunk.stop, chunk.dropped)
                 batcher.add(chunk)
 
     def _apply_batch_ops(self, batch: Any, first: int, end: int) -> tuple[Any, bool]:
@@ -229,9 +247,13 @@ class DataLoaderIterator:
         ``position`` is the first position of this process's stream not yet in an
         emitted batch. Nothing else is needed to resume: restore cost is O(1).
         """
-        return self._engine.state_at(self._state_position).to_json()
+        state = self._engine.state_at(self._state_position)
+        if self._skips:
+            state = replace(state, extensions=replace(state.extensions, skips=self._skips))
+        return state.to_json()
 
-    def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False) -> None:
+    def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False,
+                  skip_steps: range | None = None) -> None:
         """Continues with exactly the batch that followed when ``state`` was taken.
 
         Raises InvalidStateError for a malformed state, IncompatibleStateError for a
@@ -242,13 +264,41 @@ class DataLoaderIterator:
         ``allow_approximate=True`` opts into a documented approximate restart where
         an exact one is impossible (see ``thresher.loader.state.restore_position`` and
         ``slowest_state``): no element is skipped, some are served again.
+
+        ``skip_steps=range(a, b)``: steps a..b-1 (counted as in the run without skips)
+        are never produced; every other step is the batch the run without skips makes.
+        The skips are kept in the state (see docs/forensics.md).
         """
         self.restore(LoaderState.from_json(as_state(state, "set_state")),  # Grain-style bytes too
-                     allow_approximate=allow_approximate)
+                     allow_approximate=allow_approximate, skip_steps=skip_steps)
 
-    def restore(self, state: LoaderState, *, allow_approximate: bool = False) -> None:
+    def restore(self, state: LoaderState, *, allow_approximate: bool = False,
+                skip_steps: range | None = None) -> None:
         """``set_state`` for a parsed state (``LoaderState.from_json``)."""
-        self._reset(self._engine.resume_position(state, allow_approximate=allow_approximate))
+        from thresher.forensics.steps import skip_plan, steps_as_skips
+
+        position = self._engine.resume_position(state, allow_approximate=allow_approximate)
+        skips = state.extensions.skips
+        if skip_steps is not None:
+            skips = skips.union(steps_as_skips(self._engine.processor, skip_steps))
+        self._skip_plan = skip_plan(self._engine.processor, skips)
+        self._skips, self._skip_at = skips, None
+        self._reset(position)
+
+    @property
+    def engine(self) -> Engine:
+        """The engine this iterator runs (shared with its DataLoader)."""
+        return self._engine
+
+    @property
+    def skipped_records(self) -> list[DroppedRecord]:
+        """The records dropped by ``errors="skip"`` so far, in stream order (empty otherwise)."""
+        return list(self._bad.dropped) if self._bad is not None else []
+
+    @property
+    def skips(self) -> SkipRanges:
+        """The global positions of the steps this iterator skips (empty: none)."""
+        return self._skips
 
     @property
     def position(self) -> int:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from thresher.errors import InvalidStateError
+from thresher.loader.skips import SkipRanges
 from thresher.samplers.geometry import ShardGeometry
 
 __all__ = [
@@ -193,12 +194,14 @@ class Extensions:
     """What the layers above the engine add to a state (``state['dataset']``).
 
     ``mix``: the segment of a mixture read in order; ``pack_rows``: the rows of the
-    current packed window already emitted. A new extension is a new typed field here,
-    read and written by ``from_json``/``to_json``.
+    current packed window already emitted; ``skips``: the global positions of the
+    steps skipped by ``set_state(..., skip_steps=...)`` (thresher.loader.skips).
+    A new extension is a new typed field here, read and written by ``from_json``/``to_json``.
     """
 
     mix: MixSegment | None = None
     pack_rows: int | None = None
+    skips: SkipRanges = field(default_factory=SkipRanges)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -206,6 +209,8 @@ class Extensions:
             out["mix"] = self.mix.to_json()
         if self.pack_rows is not None:
             out["pack"] = {"rows": self.pack_rows}
+        if self.skips:
+            out["skips"] = self.skips.to_json()
         return out
 
     @classmethod
@@ -216,7 +221,8 @@ class Extensions:
         pack = extra.get("pack")
         rows = pack.get("rows") if isinstance(pack, dict) else None
         ok_rows = isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0
-        return cls(None if mix is None else MixSegment.from_json(mix), rows if ok_rows else None)
+        skips = SkipRanges.from_json(extra["skips"]) if "skips" in extra else SkipRanges()
+        return cls(None if mix is None else MixSegment.from_json(mix), rows if ok_rows else None, skips)
 
 
 @dataclass(frozen=True)

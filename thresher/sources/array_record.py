@@ -179,6 +179,24 @@ class ArrayRecordSource:
     def __len__(self) -> int:
         return self._len
 
+    def record_locations(self, record_keys: Sequence[int]) -> list[tuple[str, int]]:
+        """The file of each record and its index in that file (no file is opened).
+
+        Example:
+            >>> import tempfile, os
+            >>> from thresher.sources import write_array_record
+            >>> path = os.path.join(tempfile.mkdtemp(), "one.array_record")
+            >>> _ = write_array_record(path, [b"a", b"b", b"c"])
+            >>> src = ArrayRecordSource([path, path])      # the same file twice: keys 0..5
+            >>> [i for _, i in src.record_locations([4, 0])]
+            [1, 0]
+        """
+        keys = check_keys(record_keys, self._len, repr(self))
+        files = np.searchsorted(self._starts, keys, side="right") - 1
+        index = keys - self._starts[files]
+        paths = self._paths
+        return [(paths[f], i) for f, i in zip(files.tolist(), index.tolist())]
+
     def _reader(self, i: int) -> Any:
         r = self._readers[i]
         if r is None:

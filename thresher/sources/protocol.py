@@ -30,6 +30,7 @@ __all__ = [
     "read_many",
     "check_key",
     "check_keys",
+    "record_locations",
 ]
 
 
@@ -61,6 +62,23 @@ def read_many(source: Any, keys: Sequence[int]) -> list[Any]:
         out = getitems(keys)
         return out if isinstance(out, list) else list(out)
     return [source[k] for k in keys]
+
+
+def record_locations(source: Any, keys: Sequence[int]) -> list[tuple[str, int]] | None:
+    """The file and the index in it of each key, when ``source`` can tell (else None).
+
+    A source tells by an optional method ``record_locations(keys) -> [(path, index)]``
+    (ArrayRecordSource and prepared datasets have it); it must not read records.
+
+    Example:
+        >>> import thresher as th
+        >>> record_locations(th.sources.RangeDataSource(0, 4), [1]) is None
+        True
+    """
+    locate = getattr(source, "record_locations", None)
+    if not callable(locate):
+        return None
+    return list(locate(keys))
 
 
 def check_key(key: int, length: int, what: str = "source") -> int:

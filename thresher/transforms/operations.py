@@ -73,11 +73,12 @@ class Plan:
     batch: Batch | None = None
     batch_ops: tuple[Operation, ...] = ()
     descriptions: tuple[str, ...] = field(default=())
+    drops_records: bool = False  # errors="skip": a failing record is dropped, as by a Filter
 
     @property
     def filter_before_batch(self) -> bool:
-        """A Filter before the Batch: batches hold a data-dependent number of positions."""
-        return any(op.filters for op in self.record_ops)
+        """A Filter before the Batch (or ``drops_records``): batches hold a data-dependent number of positions."""
+        return self.drops_records or any(op.filters for op in self.record_ops)
 
     @property
     def filters_batches(self) -> bool:

@@ -159,7 +159,8 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
         operation 1 Map(locked) cannot be sent to worker processes
     """
     plan = processor.plan
-    shipped = ChunkProcessor(processor.source, processor.sampler, replace(plan, batch_ops=()))
+    shipped = ChunkProcessor(processor.source, processor.sampler, replace(plan, batch_ops=()),
+                             skip_errors=processor.skip_errors)
     try:
         payload = cloudpickle.dumps(shipped)
     except Exception as e:

@@ -115,6 +115,7 @@ class LoaderStats:
     worker_busy: tuple[float, ...] = ()
     notes: tuple[str, ...] = ()
     hint: str = field(default="")
+    skipped_records: int = 0  # records dropped by errors="skip"
 
     @property
     def records_per_s(self) -> float:
@@ -236,6 +237,7 @@ class StatsRecorder:
         self.first_batch_ns: int | None = None
         self.batches = 0
         self.records = 0
+        self.skipped_records = 0
 
     # -- recording (the hot path: a few operations per batch or chunk) ----------------------
     def enter(self) -> int:
@@ -335,5 +337,5 @@ class StatsRecorder:
             first_batch_s=None if self.first_batch_ns is None else self.first_batch_ns / 1e9,
             batches=self.batches, records=self.records, worker_count=self.worker_count,
             cpus=cpus if cpus is not None else available_cpus(), stages=stages, worker_busy=busy,
-            notes=tuple(self.notes))
+            notes=tuple(self.notes), skipped_records=self.skipped_records)
         return LoaderStats(**{**stats.__dict__, "hint": bottleneck_hint(stats)})

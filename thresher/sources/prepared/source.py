@@ -116,6 +116,13 @@ class PreparedSource:
         r = np.searchsorted(self._starts, keys, side="right") - 1
         return self._bases[r] + (keys - self._starts[r])
 
+    def record_locations(self, record_keys: Sequence[int]) -> list[tuple[str, int]]:
+        """The shard file of each record and its index in that file (no file is opened)."""
+        keys = check_keys(record_keys, self._len, repr(self))
+        if self._reader is None:
+            return []
+        return self._reader.record_locations(self._global(keys).tolist())
+
     def _decode(self, record: bytes, key: int) -> Any:
         try:
             return self._codec.decode(record)

@@ -1,0 +1,124 @@
+"""Forensics figures (issue 18): ``explain`` at position 10**12, and what skips cost when unused.
+
+- ``explain``: one step of W1's pipeline (Batch 128) on an endless shuffled sampler at
+  global position 10**12, for 1 and 4 processes; the reference in the same run is the
+  sampler's own per-position API (``sampler[p]`` for the step's positions) and a fresh
+  iterator restored at that position up to its first batch (which reads the records).
+- W1 (60,000 records, decode, random flip, Batch(128)): records/s with no skips set,
+  with skips set past the end of the epoch (the machinery armed but idle), and with
+  ``errors="skip"`` (no record fails), for worker_count 0 and 2. Ratios to the
+  no-skips run; medians of ``--repeats`` runs, in one process.
+
+Usage:
+    python benchmarks/forensics.py [--records 60000] [--repeats 3] [--data DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import thresher as th  # noqa: E402
+from benchmarks import datasets, work  # noqa: E402
+
+_FAR = 10**12
+
+
+def _median_s(fn: Callable[[], Any], repeats: int, inner: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - t) / inner)
+    return statistics.median(times)
+
+
+def _w1_loader(path: str, n: int, workers: int, *, shards: int = 1, epochs: int | None = 1,
+               errors: str = "raise") -> th.DataLoader:
+    sampler = th.IndexSampler(n, shuffle=True, seed=0, num_epochs=epochs, shard_options=th.ShardOptions(0, shards))
+    ops = [work.w1_decode, th.RandomMapTransform(work.w1_augment), th.Batch(work.W1_BATCH, drop_remainder=True)]
+    return th.DataLoader(th.sources.ArrayRecordSource(path), sampler, ops, worker_count=workers, errors=errors)
+
+
+def explain_figures(path: str, n: int, repeats: int) -> None:
+    step = _FAR // work.W1_BATCH
+    for shards in (1, 4):
+        loader = _w1_loader(path, n, 0, shards=shards, epochs=None)
+        explain_s = _median_s(lambda: th.explain(loader, step), repeats, 20)
+        sampler = loader.sampler
+        first = step * work.W1_BATCH
+        per_position_s = _median_s(lambda: [sampler[p] for p in range(first, first + work.W1_BATCH)], repeats, 5)
+        state = loader.state_at(first).to_json()
+
+        def restore_and_read() -> None:
+            it = iter(_w1_loader(path, n, 0, shards=shards, epochs=None))
+            it.set_state(state)
+            next(it)
+            it.close()
+
+        read_s = _median_s(restore_and_read, repeats, 3)
+        print(f"explain step {step:,} (position 10**12), {shards} process(es), {shards * work.W1_BATCH} elements: "
+              f"{explain_s * 1e3:.2f} ms | sampler[p] for one process's batch {per_position_s * 1e3:.2f} ms | "
+              f"restore + first batch (reads records) {read_s * 1e3:.2f} ms | "
+              f"explain/restore+read = {explain_s / read_s:.2f}")
+
+
+def _epoch_rps(make: Callable[[], th.DataLoaderIterator], n: int) -> float:
+    it = make()
+    t = time.perf_counter()
+    count = sum(len(b["label"]) for b in it)
+    elapsed = time.perf_counter() - t
+    assert count == (n // work.W1_BATCH) * work.W1_BATCH, count
+    return count / elapsed
+
+
+def skip_figures(path: str, n: int, repeats: int) -> None:
+    for workers in (0, 2):
+        loader = _w1_loader(path, n, workers)
+        skip_loader = _w1_loader(path, n, workers, errors="skip")
+
+        def plain() -> th.DataLoaderIterator:
+            return iter(loader)
+
+        def armed() -> th.DataLoaderIterator:
+            it = iter(loader)
+            it.set_state(it.get_state(), skip_steps=range(10**6, 10**6 + 1))  # past the end: never reached
+            return it
+
+        def bad_policy() -> th.DataLoaderIterator:
+            return iter(skip_loader)
+
+        runs = {"no skips": plain, "skips armed, idle": armed, "errors='skip', none fail": bad_policy}
+        rows: dict[str, list[float]] = {name: [] for name in runs}
+        names = list(runs)
+        for r in range(repeats):  # interleaved and rotated, so load on the machine hits all three alike
+            for name in names[r % 3:] + names[:r % 3]:
+                rows[name].append(_epoch_rps(runs[name], n))
+        base = statistics.median(rows["no skips"])
+        for name, values in rows.items():
+            m = statistics.median(values)
+            print(f"W1 worker_count={workers}  {name:<26} {m:>10,.0f} records/s  ratio {m / base:.3f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=60000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "thresher_bench_data"))
+    args = ap.parse_args()
+    data = datasets.ensure(args.data, "mnist", args.records)
+    explain_figures(data["path"], args.records, args.repeats)
+    skip_figures(data["path"], args.records, args.repeats)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,11 @@
+"""Training-run forensics: which records made a step, and skipping steps on resume.
+
+``explain(loader, step)`` tells where every element of a step comes from without
+reading a record; ``it.set_state(state, skip_steps=range(a, b))`` resumes with steps
+[a, b) left out and every other step unchanged (docs/forensics.md).
+"""
+
+from thresher.forensics.explain import StepProvenance, explain
+from thresher.loader.skips import SkipRanges
+
+__all__ = ["SkipRanges", "StepProvenance", "explain"]

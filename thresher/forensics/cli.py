@@ -1,0 +1,65 @@
+"""``thresher explain``: the provenance of a step of a pipeline given as ``module:function``.
+
+Example:
+    >>> import json, sys, tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> with open(os.path.join(d, "my_pipe.py"), "w") as f:
+    ...     _ = f.write("import thresher as th\\n"
+    ...                 "def loader():\\n"
+    ...                 "    return th.DataLoader(th.sources.RangeDataSource(0, 8), th.IndexSampler(8), [th.Batch(2)])\\n")
+    >>> sys.path.insert(0, d)
+    >>> run_explain("my_pipe:loader", 1, None, None, False)   # doctest: +NORMALIZE_WHITESPACE
+    step 1: 2 elements
+    process  position  global_position  epoch  record_key  rng_seed            file:index
+          0         2                2      0           2  0x...  -
+          0         3                3      0           3  0x...  -
+    0
+    >>> sys.path.remove(d)
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+from thresher.errors import ConfigError
+from thresher.forensics.explain import explain
+
+__all__ = ["load_pipeline", "run_explain"]
+
+
+def load_pipeline(spec: str) -> Any:
+    """Imports ``module:function`` and calls the function (no arguments): the DataLoader.
+
+    Example:
+        >>> load_pipeline("thresher")
+        Traceback (most recent call last):
+        ...
+        thresher.errors.ConfigError: --pipeline must be MODULE:FUNCTION (e.g. my_project.data:train_loader), got 'thresher'
+    """
+    module_name, sep, name = spec.partition(":")
+    if not sep or not module_name or not name:
+        raise ConfigError(f"--pipeline must be MODULE:FUNCTION (e.g. my_project.data:train_loader), got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"--pipeline {spec!r}: cannot import {module_name!r} ({e}); run from the directory "
+                          "that holds it or put it on PYTHONPATH") from e
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise ConfigError(f"--pipeline {spec!r}: {module_name} has no function {name!r}")
+    return fn()
+
+
+def run_explain(pipeline: str, step: int, state_path: str | None, process_index: int | None,
+                as_json: bool) -> int:
+    """Prints the provenance of ``step``; returns the exit status."""
+    loader = load_pipeline(pipeline)
+    state = None
+    if state_path is not None:
+        with open(state_path) as f:
+            state = json.load(f)
+    result = explain(loader, step, process_index, state=state)
+    print(json.dumps(result.to_json()) if as_json else result)
+    return 0

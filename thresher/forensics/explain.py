@@ -1,0 +1,166 @@
+"""``explain``: which records made step t, computed from t alone (no record is read).
+
+The stream is a pure function of position, so the provenance of any step, past or
+future, at step 5 or at step 10**12, is arithmetic: the positions of the step on
+each process, their global positions, epochs, record keys (the epoch's
+permutation), the file and index of each record (when the source can tell, see
+``thresher.sources.record_locations``) and the seed of each record's generators.
+The cost is O(batch size x processes) per step.
+
+Example:
+    >>> import thresher as th
+    >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 100),
+    ...                        th.IndexSampler(100, shuffle=True, seed=3, num_epochs=None), [th.Batch(4)])
+    >>> p = th.explain(loader, 10**12)
+    >>> p.epochs.tolist(), p.global_positions.tolist()[:2]
+    ([40000000000, 40000000000, 40000000000, 40000000000], [4000000000000, 4000000000001])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from thresher.errors import ConfigError, IncompatibleStateError
+from thresher.loader.skips import SkipRanges
+from thresher.forensics.steps import StepGeometry, step_geometry
+from thresher.loader.state_types import LoaderState
+from thresher.sources.protocol import record_locations
+
+__all__ = ["StepProvenance", "explain"]
+
+_COLUMNS = ("process_indices", "positions", "global_positions", "epochs", "record_keys", "rng_seeds")
+_MAX_POSITION = 2**62
+_NAMES = ("process_index", "position", "global_position", "epoch", "record_key", "rng_seed")
+
+
+@dataclass(frozen=True)
+class StepProvenance:
+    """Where every element of one step comes from, in batch order, process after process.
+
+    Attributes:
+        step: the step number (counted as in the run without skips).
+        skipped: the step is skipped (``set_state(..., skip_steps=...)``): it is never produced.
+        process_indices, positions: the process and its local position of each element.
+        global_positions, epochs, record_keys: int64 arrays.
+        rng_seeds: uint64, each record's seed; the generator a RandomMap gets is
+            ``thresher.transforms.random_map.RecordRng().seeded(seed, salt)``.
+        random_maps: ``(name, salt)`` of each per-record RandomMap.
+        locations: ``(file, index in file)`` of each record, or None if the source cannot tell.
+
+    Example:
+        >>> import thresher as th
+        >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 10), th.IndexSampler(10), [th.Batch(2)])
+        >>> p = th.explain(loader, 2)
+        >>> len(p), p.record_keys.tolist(), p.records()[0]["position"], p.skipped
+        (2, [4, 5], 4, False)
+    """
+
+    step: int
+    skipped: bool
+    process_indices: np.ndarray
+    positions: np.ndarray
+    global_positions: np.ndarray
+    epochs: np.ndarray
+    record_keys: np.ndarray
+    rng_seeds: np.ndarray
+    random_maps: tuple[tuple[str, int], ...]
+    locations: tuple[tuple[str, int], ...] | None
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def records(self) -> list[dict[str, Any]]:
+        """One dict per element (JSON-serialisable)."""
+        cols = [getattr(self, c).tolist() for c in _COLUMNS]
+        out = [dict(zip(_NAMES, row)) for row in zip(*cols)]
+        if self.locations is not None:
+            for d, (f, i) in zip(out, self.locations):
+                d["file"], d["index_in_file"] = f, i
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "skipped": self.skipped,
+                "random_maps": [{"operation": n, "salt": s} for n, s in self.random_maps],
+                "elements": self.records()}
+
+    def __str__(self) -> str:
+        head = f"step {self.step}{' (skipped: never produced)' if self.skipped else ''}: {len(self)} elements"
+        rows = [head, "process  position  global_position  epoch  record_key  rng_seed            file:index"]
+        for d in self.records():
+            where = f"{d['file']}:{d['index_in_file']}" if "file" in d else "-"
+            rows.append(f"{d['process_index']:>7}  {d['position']:>8}  {d['global_position']:>15}  "
+                        f"{d['epoch']:>5}  {d['record_key']:>10}  {d['rng_seed']:#018x}  {where}")
+        return "\n".join(rows)
+
+
+def _parts(obj: Any) -> tuple[Any, SkipRanges]:
+    """(processor, skips) of a DataLoader, a DataLoaderIterator or a ChunkProcessor."""
+    engine = getattr(obj, "engine", None)
+    processor = engine.processor if engine is not None else obj
+    if not (hasattr(processor, "sampler") and hasattr(processor, "plan")):
+        raise ConfigError(f"explain needs a thresher DataLoader or its iterator, got {obj!r}")
+    skips = getattr(obj, "skips", None)
+    return processor, skips if isinstance(skips, SkipRanges) else SkipRanges()
+
+
+def _state_skips(engine: Any, state: Mapping[str, Any] | LoaderState) -> SkipRanges:
+    saved = state if isinstance(state, LoaderState) else LoaderState.from_json(state)
+    if engine is not None and saved.stream.fingerprint != engine.stream.fingerprint:
+        raise IncompatibleStateError(
+            f"this state is of another global stream than the pipeline (fingerprint {saved.fingerprint}, "
+            f"pipeline {engine.stream.fingerprint}): explain it with the pipeline that saved it")
+    return saved.extensions.skips
+
+
+def explain(loader: Any, step: int, process_index: int | None = None, *,
+            state: Mapping[str, Any] | LoaderState | None = None) -> StepProvenance:
+    """Which records make step ``step`` (on every process, or on ``process_index``).
+
+    Args:
+        loader: a DataLoader (any process's: all share the global stream) or its iterator
+            (whose skipped steps are then shown).
+        step: the step number, counted as in the run without skips (the (step+1)-th batch).
+        process_index: one process, or None for all ``shard_count`` processes.
+        state: a saved state of the run; its skipped steps are shown.
+
+    Raises ConfigError when the pipeline's steps depend on the data (a Filter, or
+    ``errors="skip"``), or when no process has step ``step`` (past the end).
+    """
+    processor, skips = _parts(loader)
+    engine = getattr(loader, "engine", None)
+    if state is not None:
+        skips = skips.union(_state_skips(engine, state))
+    geo: StepGeometry = step_geometry(processor)
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+        raise ConfigError(f"step must be an int >= 0, got {step!r}")
+    step = int(step)
+    if (step + 1) * geo.global_batch > _MAX_POSITION:
+        raise ConfigError(f"step {step} lies past global position 2**62, the limit of thresher's 64-bit positions")
+    procs = range(geo.shard_count) if process_index is None else [int(process_index)]
+    if process_index is not None and not 0 <= int(process_index) < geo.shard_count:
+        raise ConfigError(f"process_index must be in [0, {geo.shard_count}), got {process_index!r}")
+    sampler = processor.sampler
+    pieces: list[tuple[int, np.ndarray, np.ndarray]] = []
+    for i in procs:
+        span = geo.local_range(step, i)
+        if span is not None:
+            local = np.arange(span[0], span[1], dtype=np.int64)
+            pieces.append((i, local, geo.shard(i).to_global_array(local)))
+    if not pieces:
+        raise ConfigError(f"step {step} is past the end of the stream: it has {geo.num_steps(procs[0])} steps "
+                          f"on process {procs[0]} ({geo.total} global positions, batch size {geo.batch_size})")
+    procs_col = np.concatenate([np.full(len(p[1]), p[0], dtype=np.int64) for p in pieces])
+    local = np.concatenate([p[1] for p in pieces])
+    glob = np.concatenate([p[2] for p in pieces])
+    keys, epochs = sampler.record_keys(glob)
+    seeds = sampler.rng_seeds(glob)
+    locs = record_locations(processor.source, keys.tolist())
+    G = geo.global_batch
+    skipped = bool(skips) and skips.intersects(step * G, (step + 1) * G)
+    randoms = tuple((op.name, int(op.salt)) for op in processor.plan.record_ops if op.random)
+    return StepProvenance(step, skipped, procs_col, local, glob, epochs.astype(np.int64), keys.astype(np.int64),
+                          seeds, randoms, None if locs is None else tuple(locs))
+
