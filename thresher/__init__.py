@@ -11,7 +11,7 @@ Example:
 
 from thresher import errors, features, samplers, sources, splits, transforms
 from thresher.dataset import Dataset
-from thresher.loader import DataLoader, DataLoaderIterator, LoaderStats, plot_timeline, trace
+from thresher.loader import DataLoader, DataLoaderIterator, LoaderStats, ReadOptions, plot_timeline, trace
 from thresher.samplers import (
     IndexSampler,
     NoSharding,
@@ -41,6 +41,7 @@ __all__ = [
     "MapTransform",
     "NoSharding",
     "RandomMapTransform",
+    "ReadOptions",
     "ReadInstruction",
     "RecordMetadata",
     "ShardByJaxProcess",

@@ -10,6 +10,7 @@ from thresher.loader.autotune import AutotuneReport
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.engine import Engine, WorkerCount
 from thresher.loader.iterator import DataLoaderIterator
+from thresher.loader.read_options import ReadOptions
 from thresher.loader.state import geometry_of, stream_identity
 from thresher.loader.state_types import Geometry, LoaderState, StreamId
 from thresher.loader.profiling.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS
@@ -45,6 +46,11 @@ class DataLoader:
             memory use is about ``worker_count * worker_buffer_size`` chunks. The
             default (None) is 2, fewer if the first chunk shows that would not fit a
             quarter of the available memory. It changes speed and memory, never results.
+        read_options: reads in flight in each producer (a ``thresher.ReadOptions``, or
+            Grain's ``ReadOptions``): for storage where each read waits (network
+            filesystems, buckets, databases). Default: what the source suggests; with
+            ``worker_count="auto"``, chosen from the measured reads. It changes speed,
+            never results (docs/latency_bound_storage.md).
 
     With ``worker_count > 0`` the source and the operations before the Batch are
     pickled with cloudpickle (lambdas and closures work) and run in worker processes
@@ -91,6 +97,7 @@ class DataLoader:
         worker_count: WorkerCount = 0,
         chunk_size: int | None = None,
         worker_buffer_size: int | None = None,
+        read_options: Any = None,
     ) -> None:
         if not (hasattr(data_source, "__len__") and hasattr(data_source, "__getitem__")):
             raise ConfigError(f"data_source must have __len__ and __getitem__ (random access); got {data_source!r}")
@@ -121,6 +128,8 @@ class DataLoader:
             raise ConfigError(f"worker_buffer_size must be an int >= 1 or None, got {worker_buffer_size!r}")
         self.chunk_size = chunk_size
         self.worker_buffer_size = worker_buffer_size
+        self.read_options = ReadOptions.coerce(read_options)
+        self.read_options.threads_for(data_source)  # a source's bad declaration is an error now
         self._processor = ChunkProcessor(data_source, sampler, self.plan)
         self._worker_spec: WorkerSpec | None = None
         self._unusable: str | None = None  # why workers cannot run this pipeline ("auto" only)
@@ -140,7 +149,8 @@ class DataLoader:
     def engine(self) -> Engine:
         """What the iterators run: the processor, chunking, workers, stream and geometry."""
         return Engine(self._processor, self.chunk_size, self.worker_count, self.worker_buffer_size,
-                      self._worker_spec, self._unusable, self.stream_id, self.state_geometry, self.stage_order)
+                      self._worker_spec, self._unusable, self.stream_id, self.state_geometry, self.stage_order,
+                      self.read_options)
 
     def _decided(self, report: AutotuneReport) -> None:
         self.autotune_report = report

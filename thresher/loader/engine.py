@@ -23,9 +23,11 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Literal, Union
 
-from thresher.loader.autotune import AutotuneReport, decide, memory_budget
+from thresher.loader.autotune import AutotuneReport, Probe, choose_reads, decide, memory_budget
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
+from thresher.loader.read_ahead import ReadAhead
+from thresher.loader.read_options import ReadOptions
 from thresher.loader.state import resume_position
 from thresher.loader.state_types import Geometry, LoaderState, StreamId
 from thresher.loader.profiling.stats import StatsRecorder, available_cpus
@@ -53,6 +55,8 @@ class Engine:
         unusable: why workers cannot run this pipeline (``"auto"`` only), or None.
         stream, geometry: the state's stream identity and this process's geometry.
         stage_order: the stages' names, in order (the rows of ``it.stats()``).
+        read_options: reads in flight per producer (``num_threads`` None: the source's
+            suggestion, or with ``"auto"`` the measured choice).
     """
 
     processor: ChunkProcessor
@@ -64,6 +68,7 @@ class Engine:
     stream: StreamId
     geometry: Geometry
     stage_order: tuple[str, ...]
+    read_options: ReadOptions = ReadOptions()
 
     # -- state ------------------------------------------------------------------------------
     def state_at(self, position: int) -> LoaderState:
@@ -76,12 +81,26 @@ class Engine:
                                allow_approximate=allow_approximate)
 
     # -- producers --------------------------------------------------------------------------
-    def decide(self, chunk_s: float, chunk_bytes: int, records: int, left: int | None) -> AutotuneReport:
-        """What ``worker_count="auto"`` chooses for a first chunk measured as given."""
-        report = decide(chunk_s, chunk_bytes, records, left, available_cpus(), memory_budget(), self.unusable)
+    def decide(self, probe: Probe) -> AutotuneReport:
+        """What ``worker_count="auto"`` chooses for a first chunk measured as ``probe``."""
+        fixed = self.read_options.num_threads
+        if fixed is None:
+            threads, cost, why = choose_reads(probe)
+        else:
+            threads, cost, why = fixed, probe.chunk_s, f"ReadOptions(num_threads={fixed})"
+        report = decide(cost, probe.chunk_bytes, probe.chunk_records, probe.chunks_left, available_cpus(),
+                        memory_budget(), self.unusable)
+        wait_s = probe.read_s * max(1, probe.read_threads) / max(1, probe.chunk_records)
+        report = replace(report, chunk_s=probe.chunk_s, read_threads=threads, read_wait_s=wait_s,
+                         reason=f"{why}; {report.reason}")
         if self.worker_buffer_size is not None:
             report = replace(report, worker_buffer_size=self.worker_buffer_size)
         return report
+
+    def reads(self, threads: int | None = None) -> ReadOptions:
+        """The read options of a producer: ``threads`` (else the option's or the source's) resolved."""
+        opts = self.read_options
+        return replace(opts, num_threads=opts.threads_for(self.processor.source) if threads is None else threads)
 
     def producer(self, position: int, stats: StatsRecorder | None = None, decision: AutotuneReport | None = None,
                  decided: Callable[[AutotuneReport], None] | None = None) -> Producer:
@@ -93,30 +112,37 @@ class Engine:
         """
         stop = self.processor.sampler.local_length
         if self.worker_count != "auto":
-            return self._producer(self.worker_count, self.worker_buffer_size, position, stop, stats, None)
+            return self._producer(self.worker_count, self.worker_buffer_size, position, stop, stats, None,
+                                  self.reads())
         if decision is not None:
             return self._producer(decision.worker_count, decision.worker_buffer_size, position, stop, stats,
-                                  decision)
+                                  decision, self.reads(decision.read_threads))
 
-        def choose(chunk_s: float, chunk_bytes: int, records: int, left: int | None, at: int) -> Producer:
-            report = self.decide(chunk_s, chunk_bytes, records, left)
+        def choose(probe: Probe, at: int) -> Producer:
+            report = self.decide(probe)
             _log.info("%s", report)
             if decided is not None:
                 decided(report)
-            return self._producer(report.worker_count, report.worker_buffer_size, at, stop, stats, report)
+            return self._producer(report.worker_count, report.worker_buffer_size, at, stop, stats, report,
+                                  self.reads(report.read_threads))
 
         if stats is not None:
             stats.worker_count = 0
-        return MeasuringProducer(self.processor, position, stop, self.chunk_size, stats, choose)
+        probe = self.reads()
+        return MeasuringProducer(self.processor, position, stop, self.chunk_size, stats, choose,
+                                 ReadAhead(self.processor, probe.num_threads or 0, probe.timeout_s))
 
     def _producer(self, workers: int, buffer: int | None, position: int, stop: int | None,
-                  stats: StatsRecorder | None, decision: AutotuneReport | None) -> Producer:
+                  stats: StatsRecorder | None, decision: AutotuneReport | None, reads: ReadOptions) -> Producer:
         if stats is not None:
             stats.worker_count = workers
             stats.notes = [str(decision)] if decision is not None else []
         if workers == 0:
-            return InProcessProducer(self.processor, position, stop, self.chunk_size, stats)
+            return InProcessProducer(self.processor, position, stop, self.chunk_size, stats,
+                                     ReadAhead(self.processor, reads.num_threads or 0, reads.timeout_s),
+                                     reads.chunks_ahead(self.chunk_size))
         from thresher.loader.pool.workers import WorkerPoolProducer  # starts processes: loaded when used
 
         assert self.worker_spec is not None
-        return WorkerPoolProducer(self.worker_spec, position, stop, self.chunk_size, workers, buffer, stats)
+        return WorkerPoolProducer(self.worker_spec, position, stop, self.chunk_size, workers, buffer, stats,
+                                  reads=reads)

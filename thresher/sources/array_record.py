@@ -107,6 +107,9 @@ class ArrayRecordSource:
         (3, b'z', [b'z', b'x'])
     """
 
+    #: Local files: batched range reads beat threads (see ReadOptions).
+    suggested_reads_in_flight = 0
+
     def __init__(self, paths: PathLike | Sequence[PathLike]) -> None:
         self._paths = resolve_paths(paths)
         lengths, sizes = [], []
