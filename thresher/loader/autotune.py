@@ -18,8 +18,11 @@ chunk is a pure function of its range, wherever it is computed). Then:
 Reads in flight (``ReadOptions.num_threads`` left None): the measured chunk's reads
 are compared with their CPU time. Reads that mostly wait (a network filesystem, a
 bucket: wall time over ``LATENCY_BOUND`` times the CPU time) get enough reads in flight
-for the reads to outpace the CPU (``choose_reads``), up to ``MAX_AUTO_READS``; the
-worker count is then chosen from the chunk's cost with its waits overlapped, so a
+for the reads to outpace the CPU (``choose_reads``), up to ``MAX_AUTO_READS``; workers
+are then chosen from the per-record operations' time alone, against the stricter
+``LATENCY_WORTH`` (threads waiting in one process beat processes: measured on W7), or,
+when even ``MAX_AUTO_READS`` reads in flight leave the CPU waiting and the stream is long
+enough to pay for starting processes (``WORKER_START_S``), from the waits; so a
 latency-bound source gets many reads in flight and few processes, a CPU-bound
 pipeline processes and no read threads.
 
@@ -48,7 +51,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["AutotuneReport", "Probe", "choose_reads", "decide", "LATENCY_BOUND", "MAX_AUTO_READS", "memory_available", "memory_budget", "nbytes", "read_ahead",
-           "READ_AHEAD_MEMORY_SHARE", "TRANSFER_FIXED_S", "TRANSFER_BYTES_PER_S", "WORTH"]
+           "READ_AHEAD_MEMORY_SHARE", "TRANSFER_FIXED_S", "TRANSFER_BYTES_PER_S", "WORTH", "LATENCY_WORTH", "WORKER_START_S"]
 
 READ_AHEAD_MEMORY_SHARE = 0.25
 """The share of the available memory that chunks computed ahead may hold."""
@@ -63,10 +66,15 @@ WORTH = 2.0
 """Workers are used when computing a chunk costs at least this many times receiving it."""
 LATENCY_BOUND = 2.0
 """Reads are latency-bound when they take this many times their CPU time, or more."""
-MAX_AUTO_READS = 128
+WORKER_START_S = 0.5
+"""About the seconds a worker process takes to start (fork server, imports; a loaded 2-core machine)."""
+LATENCY_WORTH = 8.0
+"""With latency-bound reads, workers are used when the operations cost this many times a transfer."""
+MAX_AUTO_READS = 256
 """The most reads in flight ``worker_count="auto"`` gives one producer."""
-MIN_WAIT_S = 20e-6
-"""Reads that wait less than this each are never worth a thread."""
+MIN_WAIT_S = 200e-6
+"""Reads that take less than this each are local (a busy machine can make them wait a little too):
+never worth a thread."""
 
 
 def _read_int(path: str) -> int | None:
@@ -171,6 +179,7 @@ class Probe:
         chunks_left: chunks after it (None: forever).
         read_s: seconds its reads took, start to end; read_cpu_s: their CPU time
             (summed over the threads); read_threads: the threads they ran on (0: inline).
+        ops_s: seconds its per-record operations took.
     """
 
     chunk_s: float
@@ -180,6 +189,7 @@ class Probe:
     read_s: float = 0.0
     read_cpu_s: float = 0.0
     read_threads: int = 0
+    ops_s: float = 0.0
 
 
 def choose_reads(probe: Probe) -> tuple[int, float, str]:
@@ -194,7 +204,7 @@ def choose_reads(probe: Probe) -> tuple[int, float, str]:
         >>> waits = Probe(chunk_s=0.035, chunk_bytes=1 << 14, chunk_records=256, chunks_left=50,
         ...               read_s=0.032, read_cpu_s=0.002, read_threads=16)  # ~2 ms per read
         >>> choose_reads(waits)[0]
-        128
+        205
         >>> local = Probe(0.004, 1 << 14, 256, 50, read_s=0.001, read_cpu_s=0.001)
         >>> choose_reads(local)[0]
         0
@@ -251,7 +261,7 @@ class AutotuneReport:
 
 
 def decide(chunk_s: float, chunk_bytes: int, chunk_records: int, chunks_left: int | None, cpus: int,
-           budget: int, unusable: str | None = None) -> AutotuneReport:
+           budget: int, unusable: str | None = None, worth: float = WORTH) -> AutotuneReport:
     """The worker count and read-ahead for a pipeline whose chunk took ``chunk_s`` here.
 
     Args:
@@ -261,6 +271,7 @@ def decide(chunk_s: float, chunk_bytes: int, chunk_records: int, chunks_left: in
         budget: bytes the read-ahead may hold.
         unusable: why workers cannot be used at all (e.g. the pipeline cannot be
             pickled), or None.
+        worth: workers are used when ``chunk_s`` is this many times a transfer.
     """
     def report(w: int, b: int, reason: str) -> AutotuneReport:
         return AutotuneReport(w, b, cpus, chunk_records, chunk_s, chunk_bytes, budget, reason)
@@ -272,7 +283,7 @@ def decide(chunk_s: float, chunk_bytes: int, chunk_records: int, chunks_left: in
         return report(0, default_buffer, "the stream ends with the measured chunk")
     transfer_s = TRANSFER_FIXED_S + chunk_bytes / TRANSFER_BYTES_PER_S
     ratio = chunk_s / transfer_s
-    if ratio < WORTH:
+    if ratio < worth:
         return report(0, default_buffer,
                       f"computing a chunk here costs {ratio:.1f}x receiving it from a worker "
                       f"(~{1e3 * transfer_s:.2f} ms): workers would not pay")

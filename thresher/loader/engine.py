@@ -23,7 +23,8 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Literal, Union
 
-from thresher.loader.autotune import AutotuneReport, Probe, choose_reads, decide, memory_budget
+from thresher.loader.autotune import (LATENCY_WORTH, MAX_AUTO_READS, WORKER_START_S, WORTH, AutotuneReport, Probe, choose_reads,
+                                      decide, memory_budget)
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
 from thresher.loader.read_ahead import ReadAhead
@@ -83,13 +84,19 @@ class Engine:
     # -- producers --------------------------------------------------------------------------
     def decide(self, probe: Probe) -> AutotuneReport:
         """What ``worker_count="auto"`` chooses for a first chunk measured as ``probe``."""
-        fixed = self.read_options.num_threads
+        fixed, worth = self.read_options.num_threads, WORTH
         if fixed is None:
             threads, cost, why = choose_reads(probe)
+            if threads:  # latency-bound: threads wait; processes for heavy operations, or for more reads
+                cpu_s = probe.ops_s + probe.read_cpu_s
+                short = threads == MAX_AUTO_READS and cost > LATENCY_WORTH / 2 * cpu_s
+                left = probe.chunks_left
+                short = short and (left is None or left * cost > 2 * WORKER_START_S)  # else starting costs more
+                cost, worth = (cost, WORTH) if short else (probe.ops_s, LATENCY_WORTH)
         else:
             threads, cost, why = fixed, probe.chunk_s, f"ReadOptions(num_threads={fixed})"
         report = decide(cost, probe.chunk_bytes, probe.chunk_records, probe.chunks_left, available_cpus(),
-                        memory_budget(), self.unusable)
+                        memory_budget(), self.unusable, worth)
         wait_s = probe.read_s * max(1, probe.read_threads) / max(1, probe.chunk_records)
         report = replace(report, chunk_s=probe.chunk_s, read_threads=threads, read_wait_s=wait_s,
                          reason=f"{why}; {report.reason}")

@@ -115,7 +115,8 @@ class MeasuringProducer:
         left = None if self._stop is None else -(-(self._stop - chunk.stop) // self._chunk_size)
         self._probes.append(Probe((marks[-1] - marks[0]) / 1e9 if marks else 0.0, nbytes(chunk.elements),
                                   chunk.stop - chunk.start, left, reads.read_wall_ns / 1e9,
-                                  reads.read_cpu_ns / 1e9, reads.threads))
+                                  reads.read_cpu_ns / 1e9, reads.threads,
+                                  (marks[-1] - marks[2]) / 1e9 if marks and len(marks) > 2 else 0.0))
         n, total = len(self._probes), sum(p.chunk_s for p in self._probes)
         last = self._stop is not None and chunk.stop >= self._stop
         if (last or n >= self.MAX_PROBES or (n >= self.MIN_PROBES and total >= self.CHEAP_S)
