@@ -70,8 +70,9 @@ WORKER_START_S = 0.5
 """About the seconds a worker process takes to start (fork server, imports; a loaded 2-core machine)."""
 LATENCY_WORTH = 8.0
 """With latency-bound reads, workers are used when the operations cost this many times a transfer."""
-MAX_AUTO_READS = 256
-"""The most reads in flight ``worker_count="auto"`` gives one producer."""
+MAX_AUTO_READS = 128
+"""The most reads in flight ``worker_count="auto"`` gives one producer (on W7, 2 cores, 256 threads
+delivered less than 128: waking threads contend for the interpreter lock)."""
 MIN_WAIT_S = 200e-6
 """Reads that take less than this each are local (a busy machine can make them wait a little too):
 never worth a thread."""
@@ -204,7 +205,7 @@ def choose_reads(probe: Probe) -> tuple[int, float, str]:
         >>> waits = Probe(chunk_s=0.035, chunk_bytes=1 << 14, chunk_records=256, chunks_left=50,
         ...               read_s=0.032, read_cpu_s=0.002, read_threads=16)  # ~2 ms per read
         >>> choose_reads(waits)[0]
-        205
+        128
         >>> local = Probe(0.004, 1 << 14, 256, 50, read_s=0.001, read_cpu_s=0.001)
         >>> choose_reads(local)[0]
         0

@@ -19,6 +19,7 @@ from typing import Any, Sequence, Union
 import numpy as np
 
 from thresher.errors import ConfigError, CorruptSourceError, SourceError, SourceNotFoundError
+from thresher.sources.array_record_files import DEFAULT_MAX_OPEN, ReaderCache, record_counts
 from thresher.sources.protocol import check_key, check_keys
 
 __all__ = ["ArrayRecordSource", "resolve_paths"]
@@ -93,8 +94,12 @@ class ArrayRecordSource:
             of them. Files are taken in the given order, globs sorted; together they
             form one index space ``[0, sum of lengths)``.
 
-    Each file is opened once here to learn its length, then closed; readers are
-    reopened lazily on first read in each process.
+        index: keep the files' record counts in a small JSON file next to them
+            (see ``array_record_files``), so the next source over them opens fast.
+        max_open: readers kept open per process (least recently used closed first).
+
+    Each file is opened once here to learn its length (on threads), then closed;
+    readers are reopened lazily on first read in each process.
 
     Example:
         >>> import tempfile, os
@@ -110,19 +115,17 @@ class ArrayRecordSource:
     #: Local files: batched range reads beat threads (see ReadOptions).
     suggested_reads_in_flight = 0
 
-    def __init__(self, paths: PathLike | Sequence[PathLike]) -> None:
+    def __init__(self, paths: PathLike | Sequence[PathLike], *, index: bool = False,
+                 max_open: int = DEFAULT_MAX_OPEN) -> None:
         self._paths = resolve_paths(paths)
-        lengths, sizes = [], []
-        for p in self._paths:
-            reader = _open(p)
-            lengths.append(int(reader.num_records()))
-            sizes.append(os.path.getsize(p))
-            reader.close()
-        self._sizes = sizes
-        self._lengths = lengths
-        self._starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+        self._lengths, self._sizes = record_counts(self._paths, index=index)  # in parallel; cached with index
+        self._starts = np.concatenate([[0], np.cumsum(self._lengths, dtype=np.int64)])
         self._len = int(self._starts[-1])
-        self._readers: list[Any] = [None] * len(self._paths)
+        self._max_open = max_open
+        self._readers = self._reader_cache()
+
+    def _reader_cache(self) -> ReaderCache:
+        return ReaderCache(lambda i: _open(self._paths[i]), self._max_open, lambda r: r.close())
 
     @property
     def paths(self) -> list[str]:
@@ -138,10 +141,7 @@ class ArrayRecordSource:
         return self._len
 
     def _reader(self, i: int) -> Any:
-        r = self._readers[i]
-        if r is None:
-            r = self._readers[i] = _open(self._paths[i])
-        return r
+        return self._readers.get(i)
 
     def _read(self, file_index: int, local_keys: list[int]) -> list[bytes]:
         try:
@@ -209,18 +209,16 @@ class ArrayRecordSource:
 
     def close(self) -> None:
         """Closes the open readers (they reopen on the next read)."""
-        for i, r in enumerate(self._readers):
-            if r is not None:
-                r.close()
-                self._readers[i] = None
+        self._readers.close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_readers"] = [None] * len(self._paths)
+        del state["_readers"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._readers = self._reader_cache()
 
     def __repr__(self) -> str:
         if len(self._paths) == 1:
