@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AutotuneReport", "Probe", "choose_reads", "decide", "LATENCY_BOUND", "MAX_AUTO_READS", "memory_available", "memory_budget", "nbytes", "read_ahead",
+__all__ = ["AutotuneReport", "Probe", "choose_reads", "latency_bound", "decide", "LATENCY_BOUND", "MAX_AUTO_READS", "memory_available", "memory_budget", "nbytes", "read_ahead",
            "READ_AHEAD_MEMORY_SHARE", "TRANSFER_FIXED_S", "TRANSFER_BYTES_PER_S", "WORTH", "LATENCY_WORTH", "WORKER_START_S"]
 
 READ_AHEAD_MEMORY_SHARE = 0.25
@@ -193,6 +193,12 @@ class Probe:
     ops_s: float = 0.0
 
 
+def latency_bound(probe: Probe) -> bool:
+    """Whether the probe's reads mostly waited (then more probes would not change the choice)."""
+    wait_s = probe.read_s * max(1, probe.read_threads) / max(1, probe.chunk_records)
+    return probe.read_s >= LATENCY_BOUND * probe.read_cpu_s and wait_s >= MIN_WAIT_S
+
+
 def choose_reads(probe: Probe) -> tuple[int, float, str]:
     """Reads in flight for the measured chunk: ``(threads, chunk cost with them, why)``.
 
@@ -214,7 +220,7 @@ def choose_reads(probe: Probe) -> tuple[int, float, str]:
     other_s = max(0.0, probe.chunk_s - probe.read_s)
     wait_s = probe.read_s * max(1, probe.read_threads) / n  # one read, start to end
     cpu_s = probe.read_cpu_s / n
-    if probe.read_s < LATENCY_BOUND * probe.read_cpu_s or wait_s < MIN_WAIT_S:
+    if not latency_bound(probe):
         return 0, other_s + probe.read_cpu_s, (f"reads are CPU-bound ({1e6 * wait_s:.0f} us each, "
                                                f"{1e6 * cpu_s:.0f} us CPU): no read threads")
     per_record_cpu = cpu_s + other_s / n

@@ -85,7 +85,10 @@ class Engine:
     def decide(self, probe: Probe) -> AutotuneReport:
         """What ``worker_count="auto"`` chooses for a first chunk measured as ``probe``."""
         fixed, worth = self.read_options.num_threads, WORTH
-        if fixed is None:
+        declared = getattr(self.processor.source, "suggested_reads_in_flight", None)
+        if fixed is None and declared is not None:  # the source knows its storage: measuring cannot beat that
+            threads, cost, why = declared, probe.chunk_s, f"the source suggests {declared} reads in flight"
+        elif fixed is None:
             threads, cost, why = choose_reads(probe)
             if threads:  # latency-bound: threads wait; processes for heavy operations, or for more reads
                 cpu_s = probe.ops_s + probe.read_cpu_s

@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import replace
 from typing import Callable, Protocol
 
-from thresher.loader.autotune import Probe, nbytes
+from thresher.loader.autotune import Probe, latency_bound, nbytes
 from thresher.loader.chunk import Chunk, ChunkProcessor
 from thresher.loader.profiling.stats import StatsRecorder
 from thresher.loader.read_ahead import Pending, ReadAhead
@@ -85,7 +85,7 @@ class MeasuringProducer:
     ``Probe`` and the position of the rest to ``choose``, which returns the producer
     for the positions from there on (same chunk size, so the chunks are exactly those
     of one producer). The measured chunks are handed out as usual. A first chunk that
-    takes ``LONG_S`` or more is measurement enough (its reads wait, as a rule).
+    takes ``LONG_S`` or more, or whose reads on threads mostly waited, is measurement enough.
     """
 
     MIN_PROBES, MAX_PROBES, CHEAP_S, LONG_S = 2, 4, 0.01, 0.2
@@ -120,7 +120,7 @@ class MeasuringProducer:
         n, total = len(self._probes), sum(p.chunk_s for p in self._probes)
         last = self._stop is not None and chunk.stop >= self._stop
         if (last or n >= self.MAX_PROBES or (n >= self.MIN_PROBES and total >= self.CHEAP_S)
-                or self._probes[0].chunk_s >= self.LONG_S):
+                or self._probes[0].chunk_s >= self.LONG_S or (self._probes[0].read_threads > 0 and latency_bound(self._probes[0]))):
             fastest = min(self._probes, key=lambda p: p.chunk_s)
             self._probe.close()
             self._rest = self._choose(replace(fastest, chunks_left=left), chunk.stop)
