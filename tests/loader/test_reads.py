@@ -100,6 +100,9 @@ def test_grain_read_options_map_onto_thresher_s() -> None:
 
     opts = th.ReadOptions.coerce(grain.ReadOptions(num_threads=7, prefetch_buffer_size=90))
     assert (opts.num_threads, opts.prefetch_buffer_size) == (7, 90)
+    loader = th.DataLoader(wh.Waiting(10), th.IndexSampler(10), read_options=grain.ReadOptions(num_threads=3))
+    assert loader.read_options == th.ReadOptions(num_threads=3, prefetch_buffer_size=500)
+    assert loader.engine.reads().num_threads == 3
     with pytest.raises(th.errors.ConfigError, match="read_options"):
         th.ReadOptions.coerce(16)
 
