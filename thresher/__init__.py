@@ -13,7 +13,7 @@ from thresher import errors, features, samplers, sources, splits, transforms
 from thresher.dataset import Dataset
 from thresher.display import as_dataframe, show_examples
 from thresher.forensics import explain
-from thresher.loader import DataLoader, DataLoaderIterator, LoaderStats, plot_timeline, trace
+from thresher.loader import DataLoader, DataLoaderIterator, LoaderStats, ReadOptions, plot_timeline, trace
 from thresher.samplers import (
     IndexSampler,
     NoSharding,
@@ -46,6 +46,7 @@ __all__ = [
     "MapWithIndexTransform",
     "NoSharding",
     "RandomMapTransform",
+    "ReadOptions",
     "ReadInstruction",
     "RecordMetadata",
     "ShardByJaxProcess",

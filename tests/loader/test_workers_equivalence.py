@@ -36,6 +36,8 @@ configs = st.fixed_dictionaries({
     "batch_op": st.booleans(),
     "chunk_size": st.one_of(st.none(), st.integers(1, 40)),
     "buffer": st.integers(1, 3),
+    "threads": st.sampled_from([0, 1, 4]),
+    "prefetch": st.sampled_from([0, 100, 500]),
 })
 
 
@@ -51,12 +53,13 @@ def _clean(cfg: dict[str, Any]) -> dict[str, Any]:
 def test_every_worker_count_gives_the_same_batches_and_states(records_path: str, _helpers_started: None,
                                                                cfg: dict[str, Any]) -> None:
     cfg = _clean(cfg)
+    threads = cfg.pop("threads")
     with leak_check():
-        ref, ref_states = wh.run(wh.build(records_path, **cfg, workers=0))
-        for w in (1, 2, 3):
-            got, states = wh.run(wh.build(records_path, **cfg, workers=w))
-            wh.assert_all_same(ref, got, f"worker_count={w}")
-            assert states == ref_states, f"worker_count={w}"
+        ref, ref_states = wh.run(wh.build(records_path, **cfg, workers=0, threads=0))
+        for w in (0, 1, 2, 3):  # every worker count, with this example's reads in flight
+            got, states = wh.run(wh.build(records_path, **cfg, workers=w, threads=threads))
+            wh.assert_all_same(ref, got, f"worker_count={w}, num_threads={threads}")
+            assert states == ref_states, f"worker_count={w}, num_threads={threads}"
             del got
 
 

@@ -96,9 +96,11 @@ def build(paths: Any, *, n: int | None = None, shuffle: bool = False, seed: int 
           num_epochs: int | None = 1, shards: tuple[int, int] = (0, 1), shard_drop: bool = False,
           batch: int | None = 8, drop_remainder: bool = False, filter: bool = False,
           random_map: bool = False, batch_op: bool = False, extra: tuple[Any, ...] = (),
-          workers: int = 0, chunk_size: int | None = 64, buffer: int = 2,
-          warm_start: bool = False) -> th.DataLoader:
+          workers: int = 0, chunk_size: int | None = 64, buffer: int = 2, threads: int | None = None,
+          prefetch: int = 500, warm_start: bool = False) -> th.DataLoader:
     """A DataLoader over ArrayRecord ``paths``; every option of the equivalence tests.
+
+    ``threads``/``prefetch``: the ReadOptions (reads in flight per producer).
 
     Chunks of 64 positions by default, so that the small test datasets are cut into
     enough chunks to keep every worker busy (pass None for the loader's default).
@@ -117,7 +119,8 @@ def build(paths: Any, *, n: int | None = None, shuffle: bool = False, seed: int 
         if batch_op:
             ops.append(label_sum)
     return th.DataLoader(source, sampler, ops, worker_count=workers, chunk_size=chunk_size,
-                         worker_buffer_size=buffer, warm_start=warm_start)
+                         worker_buffer_size=buffer, warm_start=warm_start,
+                         read_options=th.ReadOptions(num_threads=threads, prefetch_buffer_size=prefetch))
 
 
 def assert_same(a: Any, b: Any, where: str = "") -> None:
@@ -168,3 +171,31 @@ class OddShapeOn(th.MapTransform):
         if int(x["label"]) == self.label:
             return {"image": x["image"][:-1], "label": x["label"]}
         return x
+
+
+class Waiting:
+    """A source with only ``__getitem__`` whose every read waits ``wait_s`` (time.sleep: waits
+    overlap, as on a network filesystem); key ``fail_on`` raises a SourceError naming it."""
+
+    def __init__(self, n: int, wait_s: float = 0.0, fail_on: int | None = None,
+                 suggested: int | None = None) -> None:
+        self.n, self.wait_s, self.fail_on = n, wait_s, fail_on
+        if suggested is not None:
+            self.suggested_reads_in_flight = suggested
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, key: int) -> bytes:
+        if self.wait_s:
+            time.sleep(self.wait_s)
+        if key == self.fail_on:
+            raise th.errors.SourceError(f"remote.db: record {key} cannot be read")
+        return np.arange(key, key + 4, dtype=np.int64).tobytes()
+
+    def __repr__(self) -> str:
+        return f"Waiting({self.n})"
+
+
+def from_bytes(rec: bytes) -> np.ndarray:
+    return np.frombuffer(rec, np.int64) * 3

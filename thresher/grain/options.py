@@ -22,8 +22,9 @@ def _count(value: object, what: str) -> None:
 
 @dataclass
 class ReadOptions:
-    """Grain's read options. thresher reads each chunk's records in one batched call in
-    the process that computes the chunk, so these are checked and then change nothing.
+    """Grain's read options. A DataLoader maps them onto ``thresher.ReadOptions``:
+    ``num_threads`` reads in flight in each process, ``prefetch_buffer_size`` records read
+    ahead; the batches are the same for any values.
 
     Example:
         >>> from thresher.grain import ReadOptions

@@ -17,6 +17,7 @@ from thresher.loader.engine import Engine
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.options import LoaderOptions
 from thresher.loader.pool.worker_start import preload_in_workers
+from thresher.loader.read_options import ReadOptions
 from thresher.loader.profiling.stats import LoaderStats, StageTime
 from thresher.loader.profiling.timeline import plot_timeline
 from thresher.loader.profiling.tracing import Tracer, trace
@@ -32,6 +33,7 @@ __all__ = [
     "LoaderOptions",
     "LoaderState",
     "LoaderStats",
+    "ReadOptions",
     "ResumableIterator",
     "StageTime",
     "Tracer",

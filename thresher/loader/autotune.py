@@ -15,6 +15,17 @@ chunk is a pure function of its range, wherever it is computed). Then:
   (``READ_AHEAD_MEMORY_SHARE`` of the available memory: the cgroup limit or
   ``MemAvailable``).
 
+Reads in flight (``ReadOptions.num_threads`` left None): the measured chunk's reads
+are compared with their CPU time. Reads that mostly wait (a network filesystem, a
+bucket: wall time over ``LATENCY_BOUND`` times the CPU time) get enough reads in flight
+for the reads to outpace the CPU (``choose_reads``), up to ``MAX_AUTO_READS``; workers
+are then chosen from the per-record operations' time alone, against the stricter
+``LATENCY_WORTH`` (threads waiting in one process beat processes: measured on W7), or,
+when even ``MAX_AUTO_READS`` reads in flight leave the CPU waiting and the stream is long
+enough to pay for starting processes (``WORKER_START_S``), from the waits; so a
+latency-bound source gets many reads in flight and few processes, a CPU-bound
+pipeline processes and no read threads.
+
 The choice is kept for the DataLoader's later iterators, reported as
 ``loader.autotune_report`` (also in ``it.stats()``) and logged by the ``thresher``
 logger at INFO level. It can only change speed: batches are the same for every
@@ -39,8 +50,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AutotuneReport", "decide", "memory_available", "memory_budget", "nbytes", "read_ahead",
-           "READ_AHEAD_MEMORY_SHARE", "TRANSFER_FIXED_S", "TRANSFER_BYTES_PER_S", "WORTH"]
+__all__ = ["AutotuneReport", "Probe", "choose_reads", "latency_bound", "decide", "LATENCY_BOUND", "MAX_AUTO_READS", "memory_available", "memory_budget", "nbytes", "read_ahead",
+           "READ_AHEAD_MEMORY_SHARE", "TRANSFER_FIXED_S", "TRANSFER_BYTES_PER_S", "WORTH", "LATENCY_WORTH", "WORKER_START_S"]
 
 READ_AHEAD_MEMORY_SHARE = 0.25
 """The share of the available memory that chunks computed ahead may hold."""
@@ -53,6 +64,18 @@ TRANSFER_BYTES_PER_S = 4e9
 """... and per byte (mapping shared memory with MAP_POPULATE; the worker's copy runs in parallel)."""
 WORTH = 2.0
 """Workers are used when computing a chunk costs at least this many times receiving it."""
+LATENCY_BOUND = 2.0
+"""Reads are latency-bound when they take this many times their CPU time, or more."""
+WORKER_START_S = 0.5
+"""About the seconds a worker process takes to start (fork server, imports; a loaded 2-core machine)."""
+LATENCY_WORTH = 8.0
+"""With latency-bound reads, workers are used when the operations cost this many times a transfer."""
+MAX_AUTO_READS = 128
+"""The most reads in flight ``worker_count="auto"`` gives one producer (on W7, 2 cores, 256 threads
+delivered less than 128: waking threads contend for the interpreter lock)."""
+MIN_WAIT_S = 200e-6
+"""Reads that take less than this each are local (a busy machine can make them wait a little too):
+never worth a thread."""
 
 
 def _read_int(path: str) -> int | None:
@@ -148,6 +171,67 @@ def nbytes(tree: Any) -> int:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """One chunk measured in this process (``worker_count="auto"``).
+
+    Attributes:
+        chunk_s: seconds the chunk took (reads waited for + per-record operations).
+        chunk_bytes, chunk_records: what it holds.
+        chunks_left: chunks after it (None: forever).
+        read_s: seconds its reads took, start to end; read_cpu_s: their CPU time
+            (summed over the threads); read_threads: the threads they ran on (0: inline).
+        ops_s: seconds its per-record operations took.
+    """
+
+    chunk_s: float
+    chunk_bytes: int
+    chunk_records: int
+    chunks_left: int | None
+    read_s: float = 0.0
+    read_cpu_s: float = 0.0
+    read_threads: int = 0
+    ops_s: float = 0.0
+
+
+def latency_bound(probe: Probe) -> bool:
+    """Whether the probe's reads mostly waited (then more probes would not change the choice)."""
+    wait_s = probe.read_s * max(1, probe.read_threads) / max(1, probe.chunk_records)
+    return probe.read_s >= LATENCY_BOUND * probe.read_cpu_s and wait_s >= MIN_WAIT_S
+
+
+def choose_reads(probe: Probe) -> tuple[int, float, str]:
+    """Reads in flight for the measured chunk: ``(threads, chunk cost with them, why)``.
+
+    The cost is what one producer spends per chunk once reads overlap: its CPU time,
+    or its reads' waits spread over the threads when those take longer (then more
+    processes mean more reads in flight).
+
+    Example:
+        >>> from thresher.loader.autotune import Probe, choose_reads
+        >>> waits = Probe(chunk_s=0.035, chunk_bytes=1 << 14, chunk_records=256, chunks_left=50,
+        ...               read_s=0.032, read_cpu_s=0.002, read_threads=16)  # ~2 ms per read
+        >>> choose_reads(waits)[0]
+        128
+        >>> local = Probe(0.004, 1 << 14, 256, 50, read_s=0.001, read_cpu_s=0.001)
+        >>> choose_reads(local)[0]
+        0
+    """
+    n = max(1, probe.chunk_records)
+    other_s = max(0.0, probe.chunk_s - probe.read_s)
+    wait_s = probe.read_s * max(1, probe.read_threads) / n  # one read, start to end
+    cpu_s = probe.read_cpu_s / n
+    if not latency_bound(probe):
+        return 0, other_s + probe.read_cpu_s, (f"reads are CPU-bound ({1e6 * wait_s:.0f} us each, "
+                                               f"{1e6 * cpu_s:.0f} us CPU): no read threads")
+    per_record_cpu = cpu_s + other_s / n
+    threads = max(1, min(MAX_AUTO_READS, math.ceil(2 * wait_s / max(per_record_cpu, 1e-6))))
+    cost = max(other_s + probe.read_cpu_s, n * wait_s / threads)
+    why = (f"reads wait {1e3 * wait_s:.2f} ms each for {1e6 * cpu_s:.0f} us of CPU: {threads} reads in flight "
+           f"{'(the most auto gives)' if threads == MAX_AUTO_READS else 'outpace the CPU'}")
+    return threads, cost, why
+
+
+@dataclass(frozen=True)
 class AutotuneReport:
     """What ``worker_count="auto"`` chose, and from what.
 
@@ -160,6 +244,8 @@ class AutotuneReport:
         chunk_bytes: bytes it holds (what a worker would send).
         memory_budget: bytes the read-ahead may hold.
         reason: why, in words.
+        read_threads: reads in flight in each producer (0: inline).
+        read_wait_s: one read's measured time, start to end.
     """
 
     worker_count: int
@@ -170,16 +256,19 @@ class AutotuneReport:
     chunk_bytes: int
     memory_budget: int
     reason: str
+    read_threads: int = 0
+    read_wait_s: float = 0.0
 
     def __str__(self) -> str:
-        return (f"autotune: worker_count={self.worker_count}, worker_buffer_size={self.worker_buffer_size}: "
+        return (f"autotune: worker_count={self.worker_count}, worker_buffer_size={self.worker_buffer_size}, "
+                f"read_threads={self.read_threads}: "
                 f"{self.reason} (a chunk of {self.chunk_records} records took {1e3 * self.chunk_s:.2f} ms "
                 f"and holds {self.chunk_bytes / 2**20:.2f} MiB; {self.cpus} CPUs; read-ahead budget "
                 f"{self.memory_budget / 2**20:,.0f} MiB)")
 
 
 def decide(chunk_s: float, chunk_bytes: int, chunk_records: int, chunks_left: int | None, cpus: int,
-           budget: int, unusable: str | None = None) -> AutotuneReport:
+           budget: int, unusable: str | None = None, worth: float = WORTH) -> AutotuneReport:
     """The worker count and read-ahead for a pipeline whose chunk took ``chunk_s`` here.
 
     Args:
@@ -189,6 +278,7 @@ def decide(chunk_s: float, chunk_bytes: int, chunk_records: int, chunks_left: in
         budget: bytes the read-ahead may hold.
         unusable: why workers cannot be used at all (e.g. the pipeline cannot be
             pickled), or None.
+        worth: workers are used when ``chunk_s`` is this many times a transfer.
     """
     def report(w: int, b: int, reason: str) -> AutotuneReport:
         return AutotuneReport(w, b, cpus, chunk_records, chunk_s, chunk_bytes, budget, reason)
@@ -200,7 +290,7 @@ def decide(chunk_s: float, chunk_bytes: int, chunk_records: int, chunks_left: in
         return report(0, default_buffer, "the stream ends with the measured chunk")
     transfer_s = TRANSFER_FIXED_S + chunk_bytes / TRANSFER_BYTES_PER_S
     ratio = chunk_s / transfer_s
-    if ratio < WORTH:
+    if ratio < worth:
         return report(0, default_buffer,
                       f"computing a chunk here costs {ratio:.1f}x receiving it from a worker "
                       f"(~{1e3 * transfer_s:.2f} ms): workers would not pay")

@@ -25,7 +25,7 @@ from thresher.sources.protocol import read_many
 from thresher.transforms.kinds import ElementFailure, Operation
 from thresher.transforms.operations import Plan
 
-__all__ = ["Chunk", "ChunkProcessor", "stage_labels"]
+__all__ = ["Chunk", "ChunkProcessor", "Reading", "stage_labels"]
 
 SAMPLE, READ = "sample", "read"
 
@@ -51,6 +51,22 @@ class Chunk:
     batches: list[Any] | None = field(default=None)
     marks: list[int] | None = field(default=None, repr=False, compare=False)
     dropped: list[DroppedRecord] | None = field(default=None)  # errors="skip": the records dropped
+
+
+@dataclass
+class Reading:
+    """A chunk between its two halves: positions sampled, records (being) read.
+
+    ``marks`` are the chunk's first marks (start, end of sampling, end of reading);
+    ``elements`` is None until the records are read.
+    """
+
+    positions: np.ndarray
+    globals_: np.ndarray
+    keys: np.ndarray
+    key_list: list[int]
+    marks: list[int]
+    elements: list[Any] | None = None
 
 
 def stage_labels(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -120,23 +136,47 @@ class ChunkProcessor:
         ``start``/``stop`` only label the returned Chunk. Random-access views (the
         Dataset front-end) read arbitrary positions through this.
         """
-        clock = time.monotonic_ns
-        marks = [clock()]
-        sampler = self.sampler
-        globals_ = sampler.to_global(positions)
-        keys, _ = sampler.record_keys(globals_)
-        key_list = keys.tolist()
-        marks.append(clock())
+        reading = self.sample(positions)
         if self.skip_errors:
-            return self._process_dropping(positions, start, stop, globals_, keys, key_list, marks)
+            return self.transform(reading, start, stop)
+        reading.elements = self.read(reading, reading.key_list)
+        reading.marks.append(time.monotonic_ns())
+        return self.transform(reading, start, stop)
+
+    def sample(self, positions: np.ndarray) -> Reading:
+        """The first half of ``process``: the record keys of ``positions`` (nothing read yet)."""
+        started = time.monotonic_ns()
+        globals_ = self.sampler.to_global(positions)
+        keys, _ = self.sampler.record_keys(globals_)
+        return Reading(positions, globals_, keys, keys.tolist(), [started, time.monotonic_ns()])
+
+    def read(self, reading: Reading, keys: list[int]) -> list[Any]:
+        """Reads ``keys`` (all or a contiguous slice of ``reading.key_list``) from the source.
+
+        An exception gets a note naming the chunk's positions and the keys (any thread).
+        """
         try:
-            elements = read_many(self.source, key_list)
+            return read_many(self.source, keys)
         except Exception as e:
-            note = f"while reading positions {_span(positions)} (record keys {key_list[:8]}...) of {self.source!r}"
+            note = (f"while reading positions {_span(reading.positions)} (record keys {keys[:8]}"
+                    f"{'...' if len(keys) > 8 else ''}) of {self.source!r}")
             if hasattr(e, "add_note"):
                 e.add_note(note)
             raise
-        marks.append(clock())
+
+    def transform(self, reading: Reading, start: int = 0, stop: int = 0) -> Chunk:
+        """The second half of ``process``: the per-record operations on read records.
+
+        Under ``errors="skip"`` the records are read here, one by one where a read fails
+        (a read ahead would raise for the whole chunk): ``reading.elements`` is not used.
+        """
+        if self.skip_errors:
+            return self._process_dropping(reading.positions, start, stop, reading.globals_, reading.keys,
+                                          reading.key_list, reading.marks[:2])
+        clock = time.monotonic_ns
+        positions, keys, globals_, marks = reading.positions, reading.keys, reading.globals_, reading.marks
+        elements = reading.elements
+        assert elements is not None
         ctx = _RecordContext(self, globals_)
         for op in self.plan.record_ops:
             try:

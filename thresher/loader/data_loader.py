@@ -7,7 +7,7 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
-from thresher._compat import check_read_options, check_sampler
+from thresher._compat import check_sampler
 from thresher.errors import ConfigError
 from thresher.loader.autotune import AutotuneReport
 from thresher.loader.bad_records import MaxSkipped, check_policy
@@ -15,6 +15,7 @@ from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.engine import Engine
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.options import LoaderOptions, WorkerCount
+from thresher.loader.read_options import ReadOptions
 from thresher.loader.pool.worker_main import WorkerSpec
 from thresher.loader.pool.worker_start import make_worker_spec
 from thresher.loader.main_module import unimportable_main
@@ -48,8 +49,11 @@ class DataLoader:
             memory use is about ``worker_count * worker_buffer_size`` chunks. The
             default (None) is 2, fewer if the first chunk shows that would not fit a
             quarter of the available memory. It changes speed and memory, never results.
-        read_options: a Grain-style ReadOptions, accepted so Grain code runs; it changes
-            nothing (each chunk's records are read in one batched call).
+        read_options: reads in flight in each producer (a ``thresher.ReadOptions``, or
+            Grain's ``ReadOptions``): for storage where each read waits (network
+            filesystems, buckets, databases). Default: what the source suggests; with
+            ``worker_count="auto"``, chosen from the measured reads. It changes speed,
+            never results (docs/latency_bound_storage.md).
         warm_start: with workers, compute the first chunks in this process while the
             fork server starts (a faster first batch in a fresh process; the same batches).
             Off by default: the operations of those chunks then run in the training
@@ -115,7 +119,6 @@ class DataLoader:
         if not (hasattr(data_source, "__len__") and hasattr(data_source, "__getitem__")):
             raise ConfigError(f"data_source must have __len__ and __getitem__ (random access); got {data_source!r}")
         sampler = check_sampler(sampler, IndexSampler)
-        self.read_options = check_read_options(read_options, "DataLoader read_options")
         #: The first chunks of a process's first workers come from this process while the
         #: fork server starts (thresher.loader.warm_start); off by default, since the
         #: operations then run in the training process (a crash in them is not isolated).
@@ -139,6 +142,8 @@ class DataLoader:
         self.worker_count = options.worker_count
         self.chunk_size = chunk_size = options.chunk_size_for(batch.batch_size if batch is not None else None)
         self.worker_buffer_size = options.worker_buffer_size
+        self.read_options = ReadOptions.coerce(read_options)
+        self.read_options.threads_for(data_source)  # a source's bad declaration is an error now
         self._processor = ChunkProcessor(data_source, sampler, self.plan, skip_errors=errors == "skip",
                                          max_skipped=max_skipped)
         self._worker_spec: WorkerSpec | None = None
@@ -160,7 +165,7 @@ class DataLoader:
         """What the iterators run: the processor, chunking, workers, stream and geometry."""
         return Engine(self._processor, self.chunk_size, self.worker_count, self.worker_buffer_size,
                       self._worker_spec, self._unusable, self.stream_id, self.state_geometry, self.stage_order,
-                      warm_start=self.warm_start)
+                      read_options=self.read_options, warm_start=self.warm_start)
 
     def _decided(self, report: AutotuneReport) -> None:
         self.autotune_report = report

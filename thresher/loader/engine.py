@@ -26,11 +26,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from thresher.errors import InvalidStateError
-from thresher.loader.autotune import AutotuneReport, decide, memory_budget
+from thresher.loader.autotune import (LATENCY_WORTH, MAX_AUTO_READS, WORKER_START_S, WORTH, AutotuneReport, Probe, choose_reads,
+                                      decide, memory_budget)
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.options import WorkerCount
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
 from thresher.loader.profiling.stats import StatsRecorder, available_cpus
+from thresher.loader.read_ahead import ReadAhead
+from thresher.loader.read_options import ReadOptions
 from thresher.loader.state import resume_position
 from thresher.loader.state_types import Geometry, LoaderState, StreamId
 
@@ -55,6 +58,8 @@ class Engine:
         unusable: why workers cannot run this pipeline (``"auto"`` only), or None.
         stream, geometry: the state's stream identity and this process's geometry.
         stage_order: the stages' names, in order (the rows of ``it.stats()``).
+        read_options: reads in flight per producer (``num_threads`` None: the source's
+            suggestion, or with ``"auto"`` the measured choice).
     """
 
     processor: ChunkProcessor
@@ -67,6 +72,7 @@ class Engine:
     geometry: Geometry
     stage_order: tuple[str, ...]
     warm_start: bool = False
+    read_options: ReadOptions = ReadOptions()
 
     # -- state ------------------------------------------------------------------------------
     def state_at(self, position: int) -> LoaderState:
@@ -108,24 +114,38 @@ class Engine:
         return position
 
     # -- producers --------------------------------------------------------------------------
-    def decide(
-        self, chunk_s: float, chunk_bytes: int, records: int, left: int | None
-    ) -> AutotuneReport:
-        """What ``worker_count="auto"`` chooses for a first chunk measured as given."""
-        report = decide(
-            chunk_s, chunk_bytes, records, left, available_cpus(), memory_budget(), self.unusable
-        )
+    def decide(self, probe: Probe) -> AutotuneReport:
+        """What ``worker_count="auto"`` chooses for a first chunk measured as ``probe``."""
+        fixed, worth = self.read_options.num_threads, WORTH
+        declared = getattr(self.processor.source, "suggested_reads_in_flight", None)
+        if fixed is None and declared is not None:  # the source knows its storage: measuring cannot beat that
+            threads, cost, why = declared, probe.chunk_s, f"the source suggests {declared} reads in flight"
+        elif fixed is None:
+            threads, cost, why = choose_reads(probe)
+            if threads:  # latency-bound: threads wait; processes for heavy operations, or for more reads
+                cpu_s = probe.ops_s + probe.read_cpu_s
+                short = threads == MAX_AUTO_READS and cost > LATENCY_WORTH / 2 * cpu_s
+                left = probe.chunks_left
+                short = short and (left is None or left * cost > 2 * WORKER_START_S)  # else starting costs more
+                cost, worth = (cost, WORTH) if short else (probe.ops_s, LATENCY_WORTH)
+        else:
+            threads, cost, why = fixed, probe.chunk_s, f"ReadOptions(num_threads={fixed})"
+        report = decide(cost, probe.chunk_bytes, probe.chunk_records, probe.chunks_left, available_cpus(),
+                        memory_budget(), self.unusable, worth)
+        wait_s = probe.read_s * max(1, probe.read_threads) / max(1, probe.chunk_records)
+        report = replace(report, chunk_s=probe.chunk_s, read_threads=threads, read_wait_s=wait_s,
+                         reason=f"{why}; {report.reason}")
         if self.worker_buffer_size is not None:
             report = replace(report, worker_buffer_size=self.worker_buffer_size)
         return report
 
-    def producer(
-        self,
-        position: int,
-        stats: StatsRecorder | None = None,
-        decision: AutotuneReport | None = None,
-        decided: Callable[[AutotuneReport], None] | None = None,
-    ) -> Producer:
+    def reads(self, threads: int | None = None) -> ReadOptions:
+        """The read options of a producer: ``threads`` (else the option's or the source's) resolved."""
+        opts = self.read_options
+        return replace(opts, num_threads=opts.threads_for(self.processor.source) if threads is None else threads)
+
+    def producer(self, position: int, stats: StatsRecorder | None = None, decision: AutotuneReport | None = None,
+                 decided: Callable[[AutotuneReport], None] | None = None) -> Producer:
         """A producer of the chunks from ``position`` on.
 
         With ``worker_count="auto"`` and no earlier ``decision``, the first chunks are
@@ -134,43 +154,35 @@ class Engine:
         """
         stop = self.processor.sampler.local_length
         if self.worker_count != "auto":
-            return self._producer(
-                self.worker_count, self.worker_buffer_size, position, stop, stats, None
-            )
+            return self._producer(self.worker_count, self.worker_buffer_size, position, stop, stats, None,
+                                  self.reads())
         if decision is not None:
-            return self._producer(
-                decision.worker_count, decision.worker_buffer_size, position, stop, stats, decision
-            )
+            return self._producer(decision.worker_count, decision.worker_buffer_size, position, stop, stats,
+                                  decision, self.reads(decision.read_threads))
 
-        def choose(
-            chunk_s: float, chunk_bytes: int, records: int, left: int | None, at: int
-        ) -> Producer:
-            report = self.decide(chunk_s, chunk_bytes, records, left)
+        def choose(probe: Probe, at: int) -> Producer:
+            report = self.decide(probe)
             _log.info("%s", report)
             if decided is not None:
                 decided(report)
-            return self._producer(
-                report.worker_count, report.worker_buffer_size, at, stop, stats, report
-            )
+            return self._producer(report.worker_count, report.worker_buffer_size, at, stop, stats, report,
+                                  self.reads(report.read_threads))
 
         if stats is not None:
             stats.worker_count = 0
-        return MeasuringProducer(self.processor, position, stop, self.chunk_size, stats, choose)
+        probe = self.reads()
+        return MeasuringProducer(self.processor, position, stop, self.chunk_size, stats, choose,
+                                 ReadAhead(self.processor, probe.num_threads or 0, probe.timeout_s))
 
-    def _producer(
-        self,
-        workers: int,
-        buffer: int | None,
-        position: int,
-        stop: int | None,
-        stats: StatsRecorder | None,
-        decision: AutotuneReport | None,
-    ) -> Producer:
+    def _producer(self, workers: int, buffer: int | None, position: int, stop: int | None,
+                  stats: StatsRecorder | None, decision: AutotuneReport | None, reads: ReadOptions) -> Producer:
         if stats is not None:
             stats.worker_count = workers
             stats.notes = [str(decision)] if decision is not None else []
         if workers == 0:
-            return InProcessProducer(self.processor, position, stop, self.chunk_size, stats)
+            return InProcessProducer(self.processor, position, stop, self.chunk_size, stats,
+                                     ReadAhead(self.processor, reads.num_threads or 0, reads.timeout_s),
+                                     reads.chunks_ahead(self.chunk_size))
         # The pool's modules (sockets, shared memory) are loaded only by loaders with workers.
         from thresher.loader import warm_start
         from thresher.loader.main_module import unimportable_main
@@ -180,7 +192,7 @@ class Engine:
         assert spec is not None
 
         def pool(at: int) -> Producer:
-            return WorkerPoolProducer(spec, at, stop, self.chunk_size, workers, buffer, stats)
+            return WorkerPoolProducer(spec, at, stop, self.chunk_size, workers, buffer, stats, reads=reads)
 
         if (not self.warm_start or warm_start.is_ready() or multiprocessing.parent_process() is not None
                 or unimportable_main() is not None):

@@ -8,11 +8,14 @@ Producers note each chunk's stage times in the iterator's StatsRecorder.
 
 from __future__ import annotations
 
+from collections import deque
+from dataclasses import replace
 from typing import Callable, Protocol
 
-from thresher.loader.autotune import nbytes
+from thresher.loader.autotune import Probe, latency_bound, nbytes
 from thresher.loader.chunk import Chunk, ChunkProcessor
 from thresher.loader.profiling.stats import StatsRecorder
+from thresher.loader.read_ahead import Pending, ReadAhead
 
 __all__ = ["Producer", "InProcessProducer", "MeasuringProducer", "chunk_bounds"]
 
@@ -33,20 +36,35 @@ def chunk_bounds(start: int, stop: int | None, chunk_size: int, index: int) -> t
 
 
 class InProcessProducer:
-    """Computes chunks one by one in the calling thread (worker_count=0)."""
+    """Computes chunks one by one in the calling thread (worker_count=0).
+
+    With ``reads`` (a ReadAhead with threads), the reads of the current chunk and of
+    the next ``chunks_ahead`` chunks are in flight while a chunk is transformed.
+    """
 
     def __init__(self, processor: ChunkProcessor, start: int, stop: int | None, chunk_size: int,
-                 stats: StatsRecorder | None = None) -> None:
+                 stats: StatsRecorder | None = None, reads: ReadAhead | None = None, chunks_ahead: int = 0) -> None:
         self._processor = processor
         self._start, self._stop, self._chunk_size = start, stop, chunk_size
         self._index = 0
         self._stats = stats
+        self.reads = reads if reads is not None else ReadAhead(processor)
+        self._ahead = chunks_ahead if self.reads.threads else 0
+        self._pending: deque[Pending] = deque()
+        self._started = 0  # chunks whose reads were started
 
     def next_chunk(self) -> Chunk | None:
         bounds = chunk_bounds(self._start, self._stop, self._chunk_size, self._index)
         if bounds is None:
             return None
-        chunk = self._processor(*bounds)
+        reads = self.reads
+        while self._started <= self._index + self._ahead:
+            b = chunk_bounds(self._start, self._stop, self._chunk_size, self._started)
+            if b is None:
+                break
+            self._pending.append(reads.start(*b))
+            self._started += 1
+        chunk = self._processor.transform(reads.finish(self._pending.popleft()), *bounds)
         if self._stats is not None and chunk.marks is not None:
             self._stats.chunk(self._processor.stages, chunk.marks, index=self._index, start=bounds[0],
                               stop=bounds[1])
@@ -54,7 +72,8 @@ class InProcessProducer:
         return chunk
 
     def close(self) -> None:
-        pass
+        self._pending.clear()
+        self.reads.close()
 
 
 class MeasuringProducer:
@@ -62,20 +81,22 @@ class MeasuringProducer:
     of the rest (``worker_count="auto"``).
 
     It measures at least ``MIN_PROBES`` chunks (the first is often slow: files open,
-    caches are cold), more while they are cheap, and passes the fastest time to
-    ``choose(chunk_s, chunk_bytes, chunk_records, chunks_left, position)``, which returns
-    the producer for the positions from ``position`` on (same chunk size, so the chunks
-    are exactly those of one producer). The measured chunks are handed out as usual.
+    caches are cold), more while they are cheap, and passes the fastest one's
+    ``Probe`` and the position of the rest to ``choose``, which returns the producer
+    for the positions from there on (same chunk size, so the chunks are exactly those
+    of one producer). The measured chunks are handed out as usual. A first chunk that
+    takes ``LONG_S`` or more, or whose reads on threads mostly waited, is measurement enough.
     """
 
-    MIN_PROBES, MAX_PROBES, CHEAP_S = 2, 4, 0.01
+    MIN_PROBES, MAX_PROBES, CHEAP_S, LONG_S = 2, 4, 0.01, 0.2
 
     def __init__(self, processor: ChunkProcessor, start: int, stop: int | None, chunk_size: int,
-                 stats: StatsRecorder | None, choose: Callable[[float, int, int, int | None, int], Producer]) -> None:
-        self._probe = InProcessProducer(processor, start, stop, chunk_size, stats)
+                 stats: StatsRecorder | None, choose: Callable[[Probe, int], Producer],
+                 reads: ReadAhead | None = None) -> None:
+        self._probe = InProcessProducer(processor, start, stop, chunk_size, stats, reads)
         self._start, self._stop, self._chunk_size = start, stop, chunk_size
         self._choose = choose
-        self._times: list[float] = []
+        self._probes: list[Probe] = []
         self._rest: Producer | None = None
 
     @property
@@ -90,15 +111,22 @@ class MeasuringProducer:
         if chunk is None:
             return None
         marks = chunk.marks
-        self._times.append((marks[-1] - marks[0]) / 1e9 if marks else 0.0)
-        n, total = len(self._times), sum(self._times)
+        reads = self._probe.reads
+        left = None if self._stop is None else -(-(self._stop - chunk.stop) // self._chunk_size)
+        self._probes.append(Probe((marks[-1] - marks[0]) / 1e9 if marks else 0.0, nbytes(chunk.elements),
+                                  chunk.stop - chunk.start, left, reads.read_wall_ns / 1e9,
+                                  reads.read_cpu_ns / 1e9, reads.threads,
+                                  (marks[-1] - marks[2]) / 1e9 if marks and len(marks) > 2 else 0.0))
+        n, total = len(self._probes), sum(p.chunk_s for p in self._probes)
         last = self._stop is not None and chunk.stop >= self._stop
-        if last or n >= self.MAX_PROBES or (n >= self.MIN_PROBES and total >= self.CHEAP_S):
-            left = None if self._stop is None else -(-(self._stop - chunk.stop) // self._chunk_size)
-            self._rest = self._choose(min(self._times), nbytes(chunk.elements), chunk.stop - chunk.start, left,
-                                      chunk.stop)
+        if (last or n >= self.MAX_PROBES or (n >= self.MIN_PROBES and total >= self.CHEAP_S)
+                or self._probes[0].chunk_s >= self.LONG_S or (self._probes[0].read_threads > 0 and latency_bound(self._probes[0]))):
+            fastest = min(self._probes, key=lambda p: p.chunk_s)
+            self._probe.close()
+            self._rest = self._choose(replace(fastest, chunks_left=left), chunk.stop)
         return chunk
 
     def close(self) -> None:
+        self._probe.close()
         if self._rest is not None:
             self._rest.close()

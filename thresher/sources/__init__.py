@@ -10,9 +10,12 @@ from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.array_record_writer import ArrayRecordWriter, write_array_record
 from thresher.sources.in_memory import InMemoryDataSource
 from thresher.sources.protocol import (
+    DEFAULT_READS_IN_FLIGHT,
     BatchedDataSource,
+    ConcurrentReadsSource,
     RandomAccessDataSource,
     read_many,
+    suggested_reads_in_flight,
     supports_batched_reads,
 )
 from thresher.sources.range import RangeDataSource
@@ -21,10 +24,13 @@ __all__ = [
     "ArrayRecordSource",
     "ArrayRecordWriter",
     "BatchedDataSource",
+    "ConcurrentReadsSource",
+    "DEFAULT_READS_IN_FLIGHT",
     "InMemoryDataSource",
     "RandomAccessDataSource",
     "RangeDataSource",
     "read_many",
+    "suggested_reads_in_flight",
     "supports_batched_reads",
     "write_array_record",
 ]

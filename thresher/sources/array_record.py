@@ -23,6 +23,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from thresher.errors import ConfigError, CorruptSourceError, SourceError, SourceNotFoundError
+from thresher.sources.array_record_files import DEFAULT_MAX_OPEN, ReaderCache, record_counts
 from thresher.sources.protocol import check_key, check_keys
 from thresher.sources.remote.fs import RemoteObject, expand, is_url, local_path
 from thresher.sources.remote.reader import RangeReader, RemoteReadOptions
@@ -122,8 +123,12 @@ class ArrayRecordSource:
         read_options: a :class:`~thresher.sources.remote.RemoteReadOptions` for byte-range
             reads (request coalescing, concurrency, timeout, footer cache directory).
 
-    Each file is opened once here to learn its length, then closed; readers are
-    reopened lazily on first read in each process.
+        index: keep the files' record counts in a small JSON file next to them
+            (see ``array_record_files``), so the next source over them opens fast.
+        max_open: readers kept open per process (least recently used closed first).
+
+    Each file is opened once here to learn its length (on threads), then closed;
+    readers are reopened lazily on first read in each process.
 
     Example:
         >>> import tempfile, os
@@ -136,9 +141,13 @@ class ArrayRecordSource:
         (3, b'z', [b'z', b'x'])
     """
 
+    #: Local files: batched range reads beat threads (see ReadOptions).
+    suggested_reads_in_flight = 0
+
     def __init__(self, paths: PathLike | Sequence[PathLike], *,
                  storage_options: Optional[Mapping[str, Any]] = None, reader: str = "auto",
-                 read_options: Optional[RemoteReadOptions] = None) -> None:
+                 read_options: Optional[RemoteReadOptions] = None, index: bool = False,
+                 max_open: int = DEFAULT_MAX_OPEN) -> None:
         if reader not in ("auto", "native", "ranges"):
             raise ConfigError(f"reader must be 'auto', 'native' or 'ranges', got {reader!r}")
         items = _items(paths)
@@ -152,19 +161,20 @@ class ArrayRecordSource:
                                        read_options)
             self._paths = [o.url for o in self._ranges.objects]
             lengths = self._ranges.lengths()
+            self._sizes = [-1] * len(self._paths)
         else:
             self._paths = resolve_paths(items)
-            lengths = []
-            for p in self._paths:
-                native = _open(p)
-                lengths.append(int(native.num_records()))
-                native.close()
-        # File sizes at open: a local file that shrinks under a reader is detected (read_native).
-        self._sizes = [os.path.getsize(p) if not is_url(p) else -1 for p in self._paths]
+            # Counted in parallel; cached with index=True. The sizes detect a local file that
+            # shrinks under a reader (read_native).
+            lengths, self._sizes = record_counts(self._paths, index=index)
         self._lengths = lengths
         self._starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
         self._len = int(self._starts[-1])
-        self._readers: list[Any] = [None] * len(self._paths)
+        self._max_open = max_open
+        self._readers = self._reader_cache()
+
+    def _reader_cache(self) -> ReaderCache:
+        return ReaderCache(lambda i: _open(self._paths[i]), self._max_open, lambda r: r.close())
 
     @property
     def paths(self) -> list[str]:
@@ -198,10 +208,7 @@ class ArrayRecordSource:
         return [(paths[f], i) for f, i in zip(files.tolist(), index.tolist())]
 
     def _reader(self, i: int) -> Any:
-        r = self._readers[i]
-        if r is None:
-            r = self._readers[i] = _open(self._paths[i])
-        return r
+        return self._readers.get(i)
 
     def _read(self, file_index: int, local_keys: list[int]) -> list[bytes]:
         if self._ranges is not None:
@@ -276,18 +283,16 @@ class ArrayRecordSource:
         """Closes the open readers (they reopen on the next read)."""
         if self._ranges is not None:
             self._ranges.close()
-        for i, r in enumerate(self._readers):
-            if r is not None:
-                r.close()
-                self._readers[i] = None
+        self._readers.close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_readers"] = [None] * len(self._paths)
+        del state["_readers"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._readers = self._reader_cache()
 
     def __repr__(self) -> str:
         if len(self._paths) == 1:

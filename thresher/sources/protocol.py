@@ -4,6 +4,11 @@ A source is anything with ``__len__`` and ``__getitem__(int)``. A source that ca
 read many records faster in one call also has ``__getitems__(keys) -> list``, the name
 the PyTorch DataLoader uses too; the loader prefers it when it exists.
 
+A source whose reads wait on I/O (a network filesystem, a bucket, a database, an
+HTTP service) says so with an attribute ``suggested_reads_in_flight``: the number of
+reads that may wait at once (see :class:`ConcurrentReadsSource`). The loader then
+keeps that many reads in flight on threads, unless ``ReadOptions`` says otherwise.
+
 Example:
     >>> import thresher as th
     >>> src = th.sources.RangeDataSource(0, 10, 2)
@@ -19,7 +24,7 @@ from typing import Any, Protocol, Sequence, TypeVar, runtime_checkable
 
 import numpy as np
 
-from thresher.errors import RecordKeyError
+from thresher.errors import ConfigError, RecordKeyError
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -27,6 +32,9 @@ __all__ = [
     "RandomAccessDataSource",
     "BatchedDataSource",
     "supports_batched_reads",
+    "ConcurrentReadsSource",
+    "DEFAULT_READS_IN_FLIGHT",
+    "suggested_reads_in_flight",
     "read_many",
     "check_key",
     "check_keys",
@@ -48,6 +56,54 @@ class BatchedDataSource(RandomAccessDataSource[T_co], Protocol[T_co]):
     """A random-access source that reads many keys in one call (the faster path)."""
 
     def __getitems__(self, record_keys: Sequence[int]) -> Sequence[T_co]: ...
+
+
+DEFAULT_READS_IN_FLIGHT = 16
+"""Reads in flight for a source with only ``__getitem__`` that declares nothing (Grain's default)."""
+
+
+@runtime_checkable
+class ConcurrentReadsSource(RandomAccessDataSource[T_co], Protocol[T_co]):
+    """A source that declares how many of its reads may wait at once.
+
+    ``suggested_reads_in_flight``: 0 when reads are CPU work or already batched (local
+    files: threads would only add overhead); N > 0 when each read mostly waits (on a
+    disk far away, a server) and N of them can overlap. ``__getitem__`` (and
+    ``__getitems__``, if any) must then be safe to call from several threads.
+
+    Example:
+        >>> import time
+        >>> from thresher.sources import ConcurrentReadsSource, suggested_reads_in_flight
+        >>> class Remote:
+        ...     suggested_reads_in_flight = 32
+        ...     def __len__(self): return 100
+        ...     def __getitem__(self, key): time.sleep(0.001); return key
+        >>> isinstance(Remote(), ConcurrentReadsSource), suggested_reads_in_flight(Remote())
+        (True, 32)
+    """
+
+    suggested_reads_in_flight: int
+
+
+def suggested_reads_in_flight(source: object) -> int:
+    """The reads in flight that suit ``source`` when the user did not choose.
+
+    What the source declares (``suggested_reads_in_flight``); else 0 for a source with
+    ``__getitems__`` (it batches its own reads); else ``DEFAULT_READS_IN_FLIGHT`` (a
+    source with only ``__getitem__`` reads one record per call: threads overlap them).
+
+    Example:
+        >>> import thresher as th
+        >>> from thresher.sources import suggested_reads_in_flight
+        >>> suggested_reads_in_flight(th.sources.RangeDataSource(0, 4)), suggested_reads_in_flight([1, 2])
+        (0, 16)
+    """
+    declared = getattr(source, "suggested_reads_in_flight", None)
+    if declared is not None:
+        if isinstance(declared, bool) or not isinstance(declared, int) or declared < 0:
+            raise ConfigError(f"{source!r} declares suggested_reads_in_flight={declared!r}: it must be an int >= 0")
+        return declared
+    return 0 if supports_batched_reads(source) else DEFAULT_READS_IN_FLIGHT
 
 
 def supports_batched_reads(source: object) -> bool:

@@ -21,6 +21,7 @@ import pickle
 import signal
 import socket
 import time
+from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
@@ -28,11 +29,13 @@ import cloudpickle  # noqa: F401  (the payload needs it: imported once, in the f
 import numpy as np
 
 from thresher.errors import BatchError, TransformError, WorkerError
-from thresher.loader.chunk import Chunk, ChunkProcessor
+from thresher.loader.chunk import Chunk, ChunkProcessor, Reading
 from thresher.loader.pool.remote_errors import describe_exception
 from thresher.loader.pool.shm import Packed, pack
 from thresher.loader.pool.wire import send
 from thresher.loader.profiling.stats import BATCH, PACK
+from thresher.loader.read_ahead import Pending, ReadAhead
+from thresher.loader.read_options import ReadOptions
 
 try:  # what an ArrayRecordSource reads with: imported once, in the fork server
     from array_record.python import array_record_module  # noqa: F401
@@ -112,13 +115,16 @@ def _unpicklable(processor: ChunkProcessor, chunk: Chunk, error: Exception) -> T
                           f"worker process to the main process: {type(error).__name__}: {error}")
 
 
-def compute(processor: ChunkProcessor, stack: bool, start: int, stop: int) -> tuple[Packed, list[int]]:
+def compute(processor: ChunkProcessor, stack: bool, start: int, stop: int,
+            reading: Reading | None = None) -> tuple[Packed, list[int]]:
     """Computes positions [start, stop) and packs the result for sending.
 
-    Returns the packed result and the stage end times (``time.monotonic_ns()``): the
-    chunk's marks, then the end of stacking (when ``stack``) and of packing.
+    ``reading``: the chunk's records, already read (see ReadAhead), or None to read
+    them here. Returns the packed result and the stage end times
+    (``time.monotonic_ns()``): the chunk's marks, then the end of stacking (when
+    ``stack``) and of packing.
     """
-    chunk = processor(start, stop)
+    chunk = processor(start, stop) if reading is None else processor.transform(reading, start, stop)
     marks = chunk.marks if chunk.marks is not None else []
     chunk.marks = None
     out = chunk
@@ -151,7 +157,48 @@ def _load(spec: WorkerSpec) -> ChunkProcessor:
     return processor
 
 
-def run(index: int, spec: WorkerSpec, conn: Connection) -> None:
+class _Tasks:
+    """The tasks queued on the worker's connection, with their reads started ahead.
+
+    The main process hands each worker a few chunks ahead (its buffer); the worker
+    takes those already waiting on its socket (never waiting for more) and starts
+    their reads, up to ``1 + ReadOptions.chunks_ahead`` chunks, so the reads of the
+    next chunks wait while this one is transformed. The order is the order received.
+    """
+
+    def __init__(self, conn: Connection, ahead: ReadAhead | None, reads: ReadOptions | None) -> None:
+        self._conn, self._ahead, self._reads = conn, ahead, reads
+        self._queue: deque[tuple[int, int, int, Pending | BaseException | None]] = deque()
+        self._depth = 1
+        self._ended = False
+
+    def _take(self) -> bool:
+        task = self._conn.recv()
+        if task is None:
+            self._ended = True
+            return False
+        index, start, stop = task
+        started: Pending | BaseException | None = None
+        if self._ahead is not None:
+            if self._reads is not None and len(self._queue) == 0 and self._depth == 1:
+                self._depth = 1 + self._reads.chunks_ahead(stop - start)
+            try:
+                started = self._ahead.start(start, stop)
+            except Exception as e:  # raised when the chunk is computed, in order
+                started = e
+        self._queue.append((index, start, stop, started))
+        return True
+
+    def next(self) -> tuple[int, int, int, Pending | BaseException | None] | None:
+        """The next task (None: the main process is done), after starting the reads of those queued."""
+        if not self._queue and (self._ended or not self._take()):
+            return None
+        while not self._ended and len(self._queue) < self._depth and self._conn.poll(0):
+            self._take()
+        return self._queue.popleft()
+
+
+def run(index: int, spec: WorkerSpec, conn: Connection, reads: ReadOptions | None = None) -> None:
     """The worker's main loop (the target of its Process)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:  # a crash in an operation (segfault, abort) prints the worker's Python stack
@@ -165,17 +212,23 @@ def run(index: int, spec: WorkerSpec, conn: Connection) -> None:
         processor = _load(spec)
     except BaseException as e:
         load_error = e
+    threads = 0 if reads is None else reads.num_threads or 0
+    ahead = ReadAhead(processor, threads, reads.timeout_s) if processor is not None and threads and reads else None
+    tasks = _Tasks(conn, ahead, reads)
     try:
         while True:
-            task = conn.recv()
+            task = tasks.next()
             if task is None:
                 return
-            chunk_index, start, stop = task
+            chunk_index, start, stop, started = task
             try:
                 if processor is None:
                     assert load_error is not None
                     raise load_error
-                packed, marks = compute(processor, spec.stack, start, stop)
+                if isinstance(started, BaseException):
+                    raise started
+                reading = None if started is None or ahead is None else ahead.finish(started)
+                packed, marks = compute(processor, spec.stack, start, stop, reading)
             except BaseException as e:
                 _send_error(sock, chunk_index, e)
                 continue
@@ -186,4 +239,6 @@ def run(index: int, spec: WorkerSpec, conn: Connection) -> None:
     except (EOFError, OSError):
         return  # the main process closed the pool (or died): nothing more to do
     finally:
+        if ahead is not None:
+            ahead.close()
         sock.close()

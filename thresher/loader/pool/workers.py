@@ -51,6 +51,7 @@ from thresher.loader.chunk import Chunk
 from thresher.loader.pool import wire
 from thresher.loader.pool.remote_errors import rebuild_exception
 from thresher.loader.pool.shm import unpack
+from thresher.loader.read_options import ReadOptions
 from thresher.loader.pool.worker_main import ERROR, WorkerSpec, run
 from thresher.loader.pool.worker_start import context, make_worker_spec, prestart, start_method
 from thresher.loader.producer import chunk_bounds
@@ -83,7 +84,8 @@ def _exit_reason(code: int | None) -> str:
 class _Pool:
     """The worker processes and the main process's ends of their sockets."""
 
-    def __init__(self, spec: WorkerSpec, count: int, asked: int | None = None) -> None:
+    def __init__(self, spec: WorkerSpec, count: int, asked: int | None = None,
+                 reads: ReadOptions | None = None) -> None:
         why = unimportable_main()
         if why is not None:
             raise WorkerError(f"thresher cannot start worker processes: {why}")
@@ -103,7 +105,7 @@ class _Pool:
                 parent, child = ctx.Pipe(duplex=True)  # a socket pair: it can carry descriptors
                 self.conns.append(parent)
                 try:
-                    proc = ctx.Process(target=run, args=(w, spec, child), name=f"thresher-worker-{w}",
+                    proc = ctx.Process(target=run, args=(w, spec, child, reads), name=f"thresher-worker-{w}",
                                        daemon=True)
                     proc.start()
                     self.procs.append(proc)
@@ -248,6 +250,7 @@ class WorkerPoolProducer:
         stats: where to note the stage times (the iterator's StatsRecorder).
         memory_budget: bytes the read-ahead may use when ``buffer_size`` is None
             (default: ``autotune.memory_budget()``).
+        reads: each worker's reads in flight (``num_threads`` resolved; None: inline).
 
     Example:
         >>> import thresher as th
@@ -260,7 +263,8 @@ class WorkerPoolProducer:
 
     def __init__(self, spec: WorkerSpec, start: int, stop: int | None, chunk_size: int,
                  worker_count: int, buffer_size: int | None = DEFAULT_BUFFER_SIZE,
-                 stats: StatsRecorder | None = None, memory_budget: int | None = None) -> None:
+                 stats: StatsRecorder | None = None, memory_budget: int | None = None,
+                 reads: ReadOptions | None = None) -> None:
         if worker_count < 1 or (buffer_size is not None and buffer_size < 1):
             raise ConfigError(f"need worker_count >= 1 and buffer_size >= 1, got {worker_count}, {buffer_size}")
         self._spec = spec
@@ -278,7 +282,7 @@ class WorkerPoolProducer:
         self._finalizer: weakref.finalize | None = None
         if self._count == 0:
             return
-        pool = self._pool = _Pool(spec, self._count, worker_count)
+        pool = self._pool = _Pool(spec, self._count, worker_count, reads)
         # The finalizer holds the pool, never the producer: dropping the iterator stops the workers.
         self._finalizer = weakref.finalize(self, pool.shutdown)
         self._hand_out()
