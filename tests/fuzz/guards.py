@@ -52,3 +52,15 @@ JSON_SCALARS = st.one_of(
 )
 JSON = st.recursive(JSON_SCALARS, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)), max_leaves=12)
+
+
+def json_paths(d: Any, prefix: tuple = ()) -> list[tuple]:
+    """Every path into a JSON value (dict keys, list indices), for edits at any depth."""
+    out = [prefix] if prefix else []
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out += json_paths(v, prefix + (k,))
+    elif isinstance(d, list):
+        for i, v in enumerate(d):
+            out += json_paths(v, prefix + (i,))
+    return out

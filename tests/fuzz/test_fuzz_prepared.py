@@ -4,7 +4,6 @@ exception type, a crash or a hang."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -18,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import thresher as th
-from tests.fuzz.guards import JSON, only_thresher_errors
+from tests.fuzz.guards import JSON, json_paths, only_thresher_errors
 from thresher import features as F
 
 SETTINGS = settings(max_examples=120, deadline=None,
@@ -72,16 +71,6 @@ def _write_info(path: str, info: Any) -> None:
         json.dump(info, f)
 
 
-def _paths(d: Any, prefix: tuple = ()) -> list[tuple]:
-    out = [prefix] if prefix else []
-    if isinstance(d, dict):
-        for k, v in d.items():
-            out += _paths(v, prefix + (k,))
-    elif isinstance(d, list):
-        for i, v in enumerate(d):
-            out += _paths(v, prefix + (i,))
-    return out
-
 
 def test_the_intact_dataset_reads(prepared: str) -> None:
     assert only_thresher_errors(lambda: _read_everything(prepared)) is None
@@ -93,7 +82,7 @@ def test_edited_dataset_info_json(prepared: str, tmp_path_factory: pytest.TempPa
                                   data: st.DataObject, value: Any, delete: bool) -> None:
     path = _copy(prepared, tmp_path_factory.getbasetemp(), "edited")
     info = _info(path)
-    where = data.draw(st.sampled_from(_paths(info)))
+    where = data.draw(st.sampled_from(json_paths(info)))
     parent = info
     for key in where[:-1]:
         parent = parent[key]

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import thresher as th
-from tests.fuzz.guards import JSON, only_thresher_errors
+from tests.fuzz.guards import JSON, json_paths, only_thresher_errors
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -54,16 +54,6 @@ def _apply(kind: str, state: Any) -> None:
             break
 
 
-def _paths(d: Any, prefix: tuple = ()) -> list[tuple]:
-    out = [prefix] if prefix else []
-    if isinstance(d, dict):
-        for k, v in d.items():
-            out += _paths(v, prefix + (k,))
-    elif isinstance(d, list):
-        for i, v in enumerate(d):
-            out += _paths(v, prefix + (i,))
-    return out
-
 
 @pytest.mark.parametrize("kind", sorted(ITERATORS))
 @SETTINGS
@@ -79,7 +69,7 @@ def test_random_json_is_refused_with_a_thresher_error(kind: str, state: Any) -> 
 def test_edited_states_raise_thresher_errors_or_work(kind: str, data: st.DataObject, value: Any,
                                                      delete: bool) -> None:
     state = copy.deepcopy(SAVED[kind])
-    path = data.draw(st.sampled_from(_paths(state)))
+    path = data.draw(st.sampled_from(json_paths(state)))
     parent = state
     for key in path[:-1]:
         parent = parent[key]

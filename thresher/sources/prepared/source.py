@@ -25,12 +25,13 @@ from thresher.sources.prepared.info import DatasetInfo
 from thresher.sources.protocol import check_key, check_keys
 from thresher.sources.remote.fs import is_url, join
 from thresher.sources.remote.reader import RemoteReadOptions
+from thresher.sources.sharded_records import ShardedRecords
 from thresher.splits import AbsoluteInstruction
 
 __all__ = ["PreparedSource"]
 
 
-class PreparedSource:
+class PreparedSource(ShardedRecords):
     """Decoded records of one split expression of a prepared dataset.
 
     Made by ``thresher.data_source(path, split=...)``; see there for an example.
@@ -116,12 +117,6 @@ class PreparedSource:
         r = np.searchsorted(self._starts, keys, side="right") - 1
         return self._bases[r] + (keys - self._starts[r])
 
-    def record_locations(self, record_keys: Sequence[int]) -> list[tuple[str, int]]:
-        """The shard file of each record and its index in that file (no file is opened)."""
-        keys = check_keys(record_keys, self._len, repr(self))
-        if self._reader is None:
-            return []
-        return self._reader.record_locations(self._global(keys).tolist())
 
     def _decode(self, record: bytes, key: int) -> Any:
         try:
@@ -145,14 +140,3 @@ class PreparedSource:
             return self._codec.decode_many(records)
         except CorruptSourceError:
             return [self._decode(r, int(k)) for r, k in zip(records, keys)]
-
-    def raw(self, record_key: int) -> bytes:
-        """The undecoded record bytes of ``record_key``."""
-        k = check_key(record_key, self._len, repr(self))
-        assert self._reader is not None
-        return self._reader[int(self._global(np.asarray([k], dtype=np.int64))[0])]
-
-    def close(self) -> None:
-        """Closes open files (they reopen on the next read)."""
-        if self._reader is not None:
-            self._reader.close()

@@ -17,6 +17,7 @@ import numpy as np
 from thresher.errors import CorruptSourceError, DatasetInfoError, SourceNotFoundError
 from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.protocol import check_key, check_keys
+from thresher.sources.sharded_records import ShardedRecords
 from thresher.sources.tfds.decode import TfdsCodec
 from thresher.sources.tfds.info import TfdsInfo
 from thresher.splits import AbsoluteInstruction
@@ -24,7 +25,7 @@ from thresher.splits import AbsoluteInstruction
 __all__ = ["TfdsSource"]
 
 
-class TfdsSource:
+class TfdsSource(ShardedRecords):
     """Decoded records of one split expression of a TFDS dataset (array_record shards).
 
     Made by ``thresher.data_source(tfds_dir, split=...)``; see :func:`thresher.builder`.
@@ -122,14 +123,3 @@ class TfdsSource:
         except CorruptSourceError:  # redo one by one to name the record
             return [self._codec.decode(r, self._where(int(g), int(k)))
                     for r, g, k in zip(records, global_keys, keys)]
-
-    def raw(self, record_key: int) -> bytes:
-        """The undecoded record (serialized ``tf.train.Example``) of ``record_key``."""
-        k = check_key(record_key, self._len, repr(self))
-        assert self._reader is not None
-        return self._reader[int(self._global(np.asarray([k], dtype=np.int64))[0])]
-
-    def close(self) -> None:
-        """Closes open files (they reopen on the next read)."""
-        if self._reader is not None:
-            self._reader.close()

@@ -1,0 +1,60 @@
+"""What a split's source over ArrayRecord shards shares, whoever wrote the shards.
+
+A split (``train[:10%]``) of a prepared or a TFDS-written dataset is a key space
+``[0, len)`` mapped onto global record indices of its shards. :class:`ShardedRecords`
+holds the parts that do not depend on how records decode: the undecoded bytes of a key,
+where a key lives on disk, and closing the files.
+
+Example:
+    >>> import os, tempfile
+    >>> import thresher as th
+    >>> path = os.path.join(tempfile.mkdtemp(), "toy")
+    >>> _ = th.prepare(path, {"train": [{"x": i} for i in range(4)]},
+    ...                features={"x": th.features.Scalar("int64")}, progress=False, shuffle=False)
+    >>> src = th.data_source(path, split="train[2:]")
+    >>> isinstance(src, ShardedRecords), len(src.raw(0)) > 0, src.record_locations([1])[0][1]
+    (True, True, 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from thresher.sources.protocol import check_key, check_keys
+
+__all__ = ["ShardedRecords"]
+
+
+class ShardedRecords:
+    """Mixin: ``raw``, ``record_locations`` and ``close`` for a split source.
+
+    A subclass sets ``_reader`` (an ArrayRecordSource over the shards, or None for an
+    empty split) and ``_len``, and maps split keys to global indices in ``_global``.
+    """
+
+    _reader: Any
+    _len: int
+
+    def _global(self, keys: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def raw(self, record_key: int) -> bytes:
+        """The undecoded record bytes of ``record_key`` (a TFDS split: a serialized Example)."""
+        k = check_key(record_key, self._len, repr(self))
+        assert self._reader is not None
+        return bytes(self._reader[int(self._global(np.asarray([k], dtype=np.int64))[0])])
+
+    def record_locations(self, record_keys: Sequence[int]) -> list[tuple[str, int]]:
+        """The shard file of each record and its index in that file (no file is opened)."""
+        keys = check_keys(record_keys, self._len, repr(self))
+        if self._reader is None:
+            return []
+        return list(self._reader.record_locations(self._global(keys).tolist()))
+
+    def close(self) -> None:
+        """Closes open files (they reopen on the next read)."""
+        if self._reader is not None:
+            self._reader.close()
