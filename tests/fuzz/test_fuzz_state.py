@@ -91,3 +91,23 @@ def test_any_position_raises_a_thresher_error_or_iterates(kind: str, position: i
 def test_the_saved_states_themselves_restore() -> None:
     for kind in ITERATORS:
         assert only_thresher_errors(lambda: _apply(kind, SAVED[kind])) is None, kind
+
+
+HOSTILE = [-1, 2**62 + 1, 2**63, 2**64 + 1, -(2**63) - 1, 10**30, 1.5, float("nan"), None, True, "0", [], {}]
+
+
+@pytest.mark.parametrize("kind", sorted(ITERATORS))
+def test_every_field_set_to_every_hostile_value(kind: str) -> None:
+    """Exhaustive, not sampled: each path of a saved state, set to each hostile scalar (the
+    random search above once found a mix offset of 2**63 overflowing int64 this way)."""
+    for path in json_paths(SAVED[kind]):
+        for value in HOSTILE:
+            state = copy.deepcopy(SAVED[kind])
+            parent = state
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = value
+            try:
+                only_thresher_errors(lambda: _apply(kind, state))
+            except AssertionError as e:
+                raise AssertionError(f"{kind}: state{list(path)} = {value!r}: {e}") from e

@@ -67,10 +67,10 @@ class SkipRanges:
         """Reads ``state["dataset"]["skips"]``; InvalidStateError when malformed."""
         ok = isinstance(value, list) and all(
             isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in r)
-            and 0 <= r[0] < r[1] for r in value)
+            and 0 <= r[0] < r[1] <= 2**62 for r in value)
         if not ok:
             raise InvalidStateError(f"state['dataset']['skips'] is malformed: {value!r}; expected a list of "
-                                    "[start, stop) global position pairs with 0 <= start < stop")
+                                    "[start, stop) global position pairs with 0 <= start < stop <= 2**62")
         return cls.of(value)
 
     def intersects(self, start: int, stop: int) -> bool:

@@ -46,6 +46,7 @@ _STREAM_FIELDS = ("num_records", "shuffle", "seed", "num_epochs", "operations")
 _SLOWEST = "slowest_of"  # set by slowest_state: the number of states merged
 _SLOWEST_GLOBAL = "slowest_global_position"
 _MAX_POSITION = 2**62  # positions and record indices are 64-bit integers; leave room for arithmetic
+_MAX_GEOMETRY = 2**31  # shard counts, block and batch sizes: their products must stay in int64
 _DATASET = "dataset"
 
 
@@ -140,7 +141,7 @@ class Geometry(ShardGeometry):
         where = "state['geometry']"
         for k in ("shard_index", "shard_count", "block_size"):
             v = _require(d, k, (int,), where)
-            if v < (0 if k == "shard_index" else 1):
+            if not (0 if k == "shard_index" else 1) <= v < _MAX_GEOMETRY:
                 raise InvalidStateError(f"state['geometry'][{k!r}] is out of range: {v}")
         if d["shard_index"] >= d["shard_count"]:
             raise InvalidStateError(
@@ -148,11 +149,19 @@ class Geometry(ShardGeometry):
                 f"{d['shard_count']}"
             )
         aligned = _require(d, "aligned", (bool,), where)
+        batch_size = d.get("batch_size")
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or not 1 <= batch_size < _MAX_GEOMETRY):
+            raise InvalidStateError(f"state['geometry']['batch_size'] must be None or an int >= 1, "
+                                    f"got {batch_size!r}")
+        if not isinstance(d.get("drop_remainder", False), bool):
+            raise InvalidStateError(f"state['geometry']['drop_remainder'] must be a bool, "
+                                    f"got {d['drop_remainder']!r}")
         return cls(
             d["shard_index"],
             d["shard_count"],
             d["block_size"],
-            d.get("batch_size"),
+            batch_size,
             d.get("drop_remainder", False),
             aligned,
         )
@@ -176,7 +185,7 @@ class MixSegment:
     @classmethod
     def from_json(cls, mix: Any) -> MixSegment:
         def count(x: Any) -> bool:
-            return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+            return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= _MAX_POSITION
 
         def weight(x: Any) -> bool:
             return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
@@ -185,7 +194,7 @@ class MixSegment:
                 and isinstance(mix.get("offsets"), list) and all(map(count, mix["offsets"]))
                 and all(map(weight, mix["weights"])) and len(mix["weights"]) == len(mix["offsets"])):
             raise InvalidStateError(f"state['dataset']['mix'] is malformed: {mix!r}; expected weights (numbers "
-                                    ">= 0), an origin and offsets (ints >= 0), one weight and offset per component")
+                                    ">= 0), an origin and offsets (ints in [0, 2**62]), one weight and offset per component")
         return cls(tuple(mix["weights"]), mix["origin"], tuple(mix["offsets"]))
 
 
@@ -220,7 +229,7 @@ class Extensions:
         mix = extra.get("mix")
         pack = extra.get("pack")
         rows = pack.get("rows") if isinstance(pack, dict) else None
-        ok_rows = isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0
+        ok_rows = isinstance(rows, int) and not isinstance(rows, bool) and 0 <= rows <= _MAX_POSITION
         skips = SkipRanges.from_json(extra["skips"]) if "skips" in extra else SkipRanges()
         return cls(None if mix is None else MixSegment.from_json(mix), rows if ok_rows else None, skips)
 
