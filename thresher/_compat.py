@@ -23,7 +23,8 @@ Example:
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from thresher.errors import ConfigError, ConfigTypeError, InvalidStateError
 
@@ -145,6 +146,6 @@ def check_sampler(sampler: Any, sampler_class: type) -> Any:
         return sampler
     grain_hint = ""
     if type(sampler).__name__ in ("IndexSampler", "SequentialSampler"):
-        grain_hint = (f" ({_grain_name(sampler)} is another library's sampler: use thresher.grain.{type(sampler).__name__}"
-                      " with the same arguments, or thresher.IndexSampler)")
+        grain_hint = (f" ({_grain_name(sampler)} is another library's sampler: use "
+                      f"thresher.grain.{type(sampler).__name__} with the same arguments, or thresher.IndexSampler)")
     raise ConfigTypeError(f"sampler must be a thresher.IndexSampler, got {sampler!r}{grain_hint}")

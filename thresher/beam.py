@@ -41,12 +41,15 @@ import bisect
 import os
 import re
 import shutil
-from typing import Any, Iterable, Iterator, Mapping, Optional, Union
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 try:
     import apache_beam as beam
 except ImportError as e:  # pragma: no cover - the extra is part of the test environment
     raise ImportError("thresher.beam needs Apache Beam: pip install 'thresher[beam]'") from e
+
+import itertools
 
 from thresher import errors
 from thresher.errors import ConfigError, ThresherError
@@ -99,14 +102,14 @@ class _Encode(beam.DoFn):
 class _Place(beam.DoFn):
     """Sorts one bucket and gives each record its global position and shard."""
 
-    def __init__(self, split: str, num_shards: Optional[int], shuffle: bool) -> None:
+    def __init__(self, split: str, num_shards: int | None, shuffle: bool) -> None:
         self.split, self.num_shards, self.shuffle = split, num_shards, shuffle
 
     def process(self, item: tuple[int, Iterable[tuple[bytes, bytes]]],
                 plan: Plan) -> Iterator[tuple[int, tuple[int, bytes]]]:
         bucket, values = item
         records = sorted(values, key=lambda kv: kv[0])
-        for a, b in zip(records, records[1:]):
+        for a, b in itertools.pairwise(records):
             if a[0] == b[0]:
                 key = describe_key(a[0][8:] if self.shuffle else a[0])
                 raise ConfigError(f"split {self.split!r}: two examples have the key {key}; "
@@ -120,7 +123,7 @@ class _Place(beam.DoFn):
 
 
 class _WriteShard(beam.DoFn):
-    def __init__(self, tmp: str, dataset: str, split: str, num_shards: Optional[int]) -> None:
+    def __init__(self, tmp: str, dataset: str, split: str, num_shards: int | None) -> None:
         self.tmp, self.dataset, self.split, self.num_shards = tmp, dataset, split, num_shards
 
     def process(self, item: tuple[int, Iterable[tuple[int, bytes]]],
@@ -148,7 +151,7 @@ def _write(tmp: str, dataset: str, split: str, shard: int, shards: int,
 
 
 def _split_info(written: list[tuple[int, int, int]], plan: Plan, tmp: str, dataset: str,
-                split: str, num_shards: Optional[int]) -> SplitInfo:
+                split: str, num_shards: int | None) -> SplitInfo:
     count, nbytes = _totals(plan)
     shards = len(shard_bounds(count, nbytes, num_shards)) - 1
     done = {s: (n, size) for s, n, size in written}
@@ -179,15 +182,15 @@ class WriteDataset(beam.PTransform):
     """
 
     def __init__(self, path: PathLike, *, features: Any, split: str = "train",
-                 num_shards: Union[None, int, Mapping[str, int]] = None,
-                 name: Optional[str] = None, version: str = "1.0.0", description: str = "",
+                 num_shards: int | Mapping[str, int] | None = None,
+                 name: str | None = None, version: str = "1.0.0", description: str = "",
                  shuffle: bool = True, overwrite: bool = False) -> None:
         super().__init__()
         self.path, self.features, self.split = path, features, split
         self.num_shards, self.name, self.version = num_shards, name, version
         self.description, self.shuffle, self.overwrite = description, shuffle, overwrite
-        self.args: Optional[PrepareArgs] = None
-        self.tmp: Optional[str] = None
+        self.args: PrepareArgs | None = None
+        self.tmp: str | None = None
 
     def expand(self, pcolls: Any) -> Any:
         inputs = dict(pcolls) if isinstance(pcolls, Mapping) else {self.split: pcolls}

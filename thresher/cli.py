@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from thresher.errors import ConfigError, ThresherError
 
@@ -77,7 +78,7 @@ def _tfds_info(b: Any, as_json: bool) -> None:
     print(f"{info.full_name}   ({b.data_dir})")
     if info.description:
         print(info.description)
-    formats = ", ".join((info.file_format,) + info.alternative_file_formats)
+    formats = ", ".join((info.file_format, *info.alternative_file_formats))
     print(f"format: written by TensorFlow Datasets, shards: {formats}"
           + ("" if info.has_array_record else " (run `thresher convert` for random access)"))
     _print_splits(info)
@@ -229,7 +230,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit status (0 ok, 2 bad input or data, 1 OS errors)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["demo"]:

@@ -21,6 +21,7 @@ M processes is identical too; the losses then agree up to the order of float sum
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -144,7 +145,8 @@ def _child(process_id: int, cfg: dict[str, Any]) -> int:
 def _run_processes(cfg: dict[str, Any], n: int, timeout_s: float = 600) -> dict[str, Any]:
     cfg = dict(cfg, processes=n, port=_free_port(), result=os.path.join(cfg["checkpoint_dir"], f"result-{n}.json"))
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
-    code = "import sys, json; from thresher.demo_jax import _child; sys.exit(_child(int(sys.argv[1]), json.loads(sys.argv[2])))"
+    code = ("import sys, json; from thresher.demo_jax import _child; "
+            "sys.exit(_child(int(sys.argv[1]), json.loads(sys.argv[2])))")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(i), json.dumps(cfg)], env=env,
                               stdout=None if i == 0 else subprocess.DEVNULL, start_new_session=True)
              for i in range(n)]
@@ -160,10 +162,8 @@ def _run_processes(cfg: dict[str, Any], n: int, timeout_s: float = 600) -> dict[
         return out
     finally:
         for p in procs:  # nothing outlives the demo
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             p.wait()
 
 

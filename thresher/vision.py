@@ -42,7 +42,7 @@ import numpy as np
 
 from thresher.errors import ConfigError, TransformError
 
-__all__ = ["random_resized_crop_box", "decode_random_resized_crop", "open_jpeg", "resized_crop_flip"]
+__all__ = ["decode_random_resized_crop", "open_jpeg", "random_resized_crop_box", "resized_crop_flip"]
 
 SCALE = (0.08, 1.0)
 RATIO = (3.0 / 4.0, 4.0 / 3.0)
@@ -84,17 +84,17 @@ def random_resized_crop_box(width: int, height: int, rng: np.random.Generator,
         u = rng.random(4)
         target = area * (scale[0] + (scale[1] - scale[0]) * float(u[0]))
         aspect = math.exp(log_lo + (log_hi - log_lo) * float(u[1]))
-        w = int(round(math.sqrt(target * aspect)))
-        h = int(round(math.sqrt(target / aspect)))
+        w = round(math.sqrt(target * aspect))
+        h = round(math.sqrt(target / aspect))
         if 0 < w <= width and 0 < h <= height:
             left = min(int(float(u[2]) * (width - w + 1)), width - w)
             top = min(int(float(u[3]) * (height - h + 1)), height - h)
             return left, top, w, h
     aspect = width / height
     if aspect < ratio[0]:
-        w, h = width, int(round(width / ratio[0]))
+        w, h = width, round(width / ratio[0])
     elif aspect > ratio[1]:
-        w, h = int(round(height * ratio[1])), height
+        w, h = round(height * ratio[1]), height
     else:
         w, h = width, height
     return (width - w) // 2, (height - h) // 2, w, h
@@ -163,7 +163,7 @@ def _decode_opencv(data: bytes, k: int) -> np.ndarray:
 def _crop_resize_opencv(bgr: np.ndarray, box: tuple[float, float, float, float], size: int) -> np.ndarray:
     import cv2
 
-    left, top, w, h = (int(round(v)) for v in box)
+    left, top, w, h = (round(v) for v in box)
     crop = bgr[top:top + max(h, 1), left:left + max(w, 1)]
     out = cv2.resize(crop, (size, size), interpolation=cv2.INTER_LINEAR)
     return cv2.cvtColor(out, cv2.COLOR_BGR2RGB)

@@ -34,7 +34,8 @@ Example:
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -89,7 +90,7 @@ class MemoryCacheView:
         store = self._store
         missing = list(dict.fromkeys(k for k in keys if k not in store))
         if missing:
-            for k, v in zip(missing, read_many(self._inner, missing)):
+            for k, v in zip(missing, read_many(self._inner, missing), strict=False):
                 size = element_nbytes(v)
                 if self._max is not None and self._bytes + size > self._max:
                     raise CacheError(

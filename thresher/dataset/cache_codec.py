@@ -36,7 +36,7 @@ import numpy as np
 
 from thresher.errors import CacheError
 
-__all__ = ["PLAIN", "PlainSerializer", "MAGIC"]
+__all__ = ["MAGIC", "PLAIN", "PlainSerializer"]
 
 MAGIC = b"THC\x01"
 _U8, _U32, _U64 = struct.Struct("<B"), struct.Struct("<I"), struct.Struct("<Q")

@@ -33,7 +33,8 @@ import json
 import os
 import sys
 import time
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ from thresher.errors import CacheError
 from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.array_record_writer import ArrayRecordWriter
 
-__all__ = ["DiskCacheView", "build_disk_cache", "pod_process", "serializer_name", "file_digest"]
+__all__ = ["DiskCacheView", "build_disk_cache", "file_digest", "pod_process", "serializer_name"]
 
 META_VERSION = 2
 DEFAULT_TIMEOUT_S = 3600.0
@@ -114,7 +115,7 @@ class DiskCacheView:
         for p in np.unique(parts):
             where = np.nonzero(parts == p)[0]
             local = (idx[where] - self._starts[p]).tolist()
-            for i, rec in zip(where.tolist(), self._sources[p].__getitems__(local)):
+            for i, rec in zip(where.tolist(), self._sources[p].__getitems__(local), strict=False):
                 out[i] = loads(rec)
         return out
 

@@ -36,9 +36,10 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from thresher.dataset import nodes as N
 from thresher.dataset.cache import MemoryCacheView
@@ -55,8 +56,8 @@ from thresher.errors import ConfigError
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.data_loader import DataLoader
 from thresher.loader.state import stream_identity
-from thresher.samplers.index_sampler import IndexSampler
 from thresher.randomness.seeds import DOMAIN_OPERATION, derive_seed
+from thresher.samplers.index_sampler import IndexSampler
 from thresher.samplers.sharding import ShardOptions
 from thresher.transforms import (
     Batch,
@@ -253,13 +254,14 @@ def _start(node: N.Node, ctx: _Context) -> _Stage:
     if isinstance(node, N.Source):
         return _Stage(node.source, repr(node.source))
     if isinstance(node, N.Mix):
-        views, lengths = zip(*[component_view(d, ctx, j, "mix") for j, d in enumerate(node.datasets)])
+        views, lengths = zip(*[component_view(d, ctx, j, "mix") for j, d in enumerate(node.datasets)], strict=False)
         schedule = MixSchedule(node.weights, node.period, node.seed)
         origin, offsets = ctx.mix_segment if ctx.mix_segment is not None else (0, None)
         mix = MixView(views, lengths, schedule, origin, offsets)
         return _Stage(mix, repr(mix), endless_source=mix.endless)
     if isinstance(node, N.Interleave):
-        views, lengths = zip(*[component_view(d, ctx, j, "interleave") for j, d in enumerate(node.datasets)])
+        views, lengths = zip(*[component_view(d, ctx, j, "interleave") for j, d in enumerate(node.datasets)],
+                             strict=False)
         for j, n in enumerate(lengths):
             if n is None:
                 raise ConfigError(f"interleave component {j} is endless; interleave needs finite datasets "

@@ -17,10 +17,10 @@ Example:
     (3, (4,))
     >>> [b.tolist() for b in ds] == [ds[i].tolist() for i in range(len(ds))]
     True
-    >>> ds.filter(lambda b: True)[0]
+    >>> ds.filter(lambda b: True)[0]  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    thresher.errors.RandomAccessError: ds[i] is not available: filter at step 4 made this dataset iterable-only (iterate it instead)
+    thresher.errors.RandomAccessError: ds[i] is not available: filter at step 4 made this dataset iterable-only ...
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from functools import cached_property
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,8 +40,8 @@ from thresher.dataset import nodes as N
 from thresher.dataset.compile import Compiled, compile_chain
 from thresher.dataset.iterator import DatasetIterator, PackIterator
 from thresher.dataset.optimize import explain_text, optimize
-from thresher.dataset.rebatch_iterator import RebatchIterator
 from thresher.dataset.padding import _check_pad_to
+from thresher.dataset.rebatch_iterator import RebatchIterator
 from thresher.dataset.views import StageView
 from thresher.errors import ConfigError, ConfigTypeError, RandomAccessError
 from thresher.loader.data_loader import DataLoader
@@ -85,7 +86,7 @@ class Dataset:
 
     # -- sources --------------------------------------------------------------------------
     @staticmethod
-    def source(source: Any) -> "Dataset":
+    def source(source: Any) -> Dataset:
         """A dataset over a random-access source (``__len__`` and ``__getitem__``).
 
         A list, tuple or NumPy array is wrapped in an InMemoryDataSource.
@@ -102,7 +103,7 @@ class Dataset:
         return Dataset((N.Source(at=0, source=source),))
 
     @staticmethod
-    def range(start: int, stop: int | None = None, step: int = 1) -> "Dataset":
+    def range(start: int, stop: int | None = None, step: int = 1) -> Dataset:
         """The integers of ``range(start, stop, step)`` (``range(n)`` with one argument).
 
         Example:
@@ -115,8 +116,8 @@ class Dataset:
         return Dataset.source(RangeDataSource(start, stop, step))
 
     @staticmethod
-    def mix(datasets: Sequence["Dataset"], weights: Sequence[float] | None = None, *, period: int = 1000,
-            seed: int | None = None) -> "Dataset":
+    def mix(datasets: Sequence[Dataset], weights: Sequence[float] | None = None, *, period: int = 1000,
+            seed: int | None = None) -> Dataset:
         """Deterministic weighted mixing (see ``thresher.dataset.mix``).
 
         Each component keeps its own shuffle and epochs; position g of the mixture
@@ -144,8 +145,8 @@ class Dataset:
                               seed=None if seed is None else check_seed(seed)),))
 
     @staticmethod
-    def interleave(datasets: Iterable[Any], map_fn: Callable[[Any], "Dataset"] | None = None, *,
-                   cycle_length: int, block_length: int = 1) -> "Dataset":
+    def interleave(datasets: Iterable[Any], map_fn: Callable[[Any], Dataset] | None = None, *,
+                   cycle_length: int, block_length: int = 1) -> Dataset:
         """Interleaves datasets (e.g. one per file) in a deterministic cycle.
 
         ``datasets`` is a list of Datasets, or of anything ``map_fn`` turns into
@@ -169,10 +170,10 @@ class Dataset:
                                      block_length=int(block_length)),))
 
     # -- steps ------------------------------------------------------------------------------
-    def _then(self, make: Callable[[int], N.Node]) -> "Dataset":
-        return Dataset(self._nodes + (make(len(self._nodes)),), optimize=self._optimize)
+    def _then(self, make: Callable[[int], N.Node]) -> Dataset:
+        return Dataset((*self._nodes, make(len(self._nodes))), optimize=self._optimize)
 
-    def shuffle(self, seed: int) -> "Dataset":
+    def shuffle(self, seed: int) -> Dataset:
         """A global shuffle: a keyed bijection of positions (O(1) memory), new every epoch.
 
         Only maps and filters may come before it in a stage (they commute with it);
@@ -187,7 +188,7 @@ class Dataset:
         s = check_seed(seed, "shuffle seed")
         return self._then(lambda at: N.Shuffle(at=at, seed=s))
 
-    def repeat(self, num_epochs: int | None = None, *, reseed_each_epoch: bool = True) -> "Dataset":
+    def repeat(self, num_epochs: int | None = None, *, reseed_each_epoch: bool = True) -> Dataset:
         """Repeats ``num_epochs`` times (None: forever). Put it before ``batch``.
 
         With ``reseed_each_epoch=True`` (the default, as in Grain) every epoch is a
@@ -213,7 +214,7 @@ class Dataset:
             raise ConfigTypeError(f"repeat reseed_each_epoch must be a bool, got {reseed_each_epoch!r}")
         return self._then(lambda at: N.Repeat(at=at, num_epochs=n, reseed_each_epoch=reseed_each_epoch))
 
-    def map(self, fn: Callable[[Any], Any], *, batchable: bool = False) -> "Dataset":
+    def map(self, fn: Callable[[Any], Any], *, batchable: bool = False) -> Dataset:
         """Applies ``fn`` to every element (to every batch after ``batch``).
 
         ``batchable=True`` promises that ``fn`` on a stacked batch equals ``fn`` on
@@ -227,7 +228,7 @@ class Dataset:
         fn = transform_function(fn, "map", "Dataset.map")  # a transform object too
         return self._then(lambda at: N.Map(at=at, fns=(fn,), batchable=bool(batchable)))
 
-    def random_map(self, fn: Callable[[Any, np.random.Generator], Any], *, seed: int | None = None) -> "Dataset":
+    def random_map(self, fn: Callable[[Any, np.random.Generator], Any], *, seed: int | None = None) -> Dataset:
         """``fn(element, rng)`` with a generator seeded from (seed, step, position):
         the same draw for the same position, whatever the worker count or restart.
 
@@ -241,7 +242,7 @@ class Dataset:
         s = None if seed is None else check_seed(seed, "random_map seed")
         return self._then(lambda at: N.RandomMap(at=at, fn=fn, seed=s))
 
-    def filter(self, predicate: Callable[[Any], Any]) -> "Dataset":
+    def filter(self, predicate: Callable[[Any], Any]) -> Dataset:
         """Keeps the elements for which ``predicate`` is true (makes the dataset iterable-only).
 
         Example:
@@ -253,7 +254,7 @@ class Dataset:
         return self._then(lambda at: N.Filter(at=at, fns=(predicate,)))
 
     def batch(self, batch_size: int, *, drop_remainder: bool = False, pad_to: Any = None,
-              padding_value: Any = 0) -> "Dataset":
+              padding_value: Any = 0) -> Dataset:
         """Stacks consecutive elements into batches (pytrees of NumPy arrays).
 
         ``pad_to`` (``"max"``, an int for the first axis, or a tuple per axis) pads
@@ -271,7 +272,7 @@ class Dataset:
         return self._then(lambda at: N.BatchNode(at=at, batch_size=int(batch_size), drop_remainder=bool(drop_remainder),
                                                  pad_to=pad_to, padding_value=padding_value))
 
-    def map_batch(self, fn: Callable[[Any], Any]) -> "Dataset":
+    def map_batch(self, fn: Callable[[Any], Any]) -> Dataset:
         """Applies a vectorised ``fn`` to every batch (after ``batch``).
 
         Example:
@@ -282,7 +283,7 @@ class Dataset:
         _callable(fn, "map_batch")
         return self._then(lambda at: N.MapBatch(at=at, fns=(fn,)))
 
-    def slice(self, start: int | None = None, stop: int | None = None, step: int | None = None) -> "Dataset":
+    def slice(self, start: int | None = None, stop: int | None = None, step: int | None = None) -> Dataset:
         """Elements ``start:stop:step`` (like ``ds[start:stop:step]``); needs random access.
 
         Example:
@@ -297,7 +298,7 @@ class Dataset:
                 raise ConfigTypeError(f"slice bounds must be ints or None, got {v!r}")
         return self._then(lambda at: N.Slice(at=at, start=start, stop=stop, step=step))
 
-    def shard(self, options: ShardOptions) -> "Dataset":
+    def shard(self, options: ShardOptions) -> Dataset:
         """This process's shard of the stream (docs/architecture.md: blocks of the global stream
         dealt to shards). It applies to the whole pipeline wherever it is written.
 
@@ -309,7 +310,7 @@ class Dataset:
         options = as_shard_options(options, "Dataset.shard")  # Grain's too
         return self._then(lambda at: N.Shard(at=at, options=options))
 
-    def prefetch(self, worker_count: int = 0, buffer: int = 2) -> "Dataset":
+    def prefetch(self, worker_count: int = 0, buffer: int = 2) -> Dataset:
         """Computes ahead in ``worker_count`` processes, ``buffer`` chunks each. It
         changes speed only, never the elements; it applies to the whole pipeline
         (a mix or interleave component's own prefetch is ignored).
@@ -324,7 +325,7 @@ class Dataset:
         return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b))
 
     def cache(self, path: str | os.PathLike[str] | None = None, *, max_bytes: int | None = None,
-              serializer: Any = None, timeout_s: float = 3600.0) -> "Dataset":
+              serializer: Any = None, timeout_s: float = 3600.0) -> Dataset:
         """Caches the elements so far: in memory (per process), or in ArrayRecord files at
         ``path`` (built once, atomically, and once for a whole JAX pod). See
         ``thresher.dataset.cache`` and ``thresher.dataset.cache_files``.
@@ -351,7 +352,7 @@ class Dataset:
         return self._then(lambda at: N.Cache(at=at, path=p, max_bytes=max_bytes, serializer=serializer,
                                              timeout_s=float(timeout_s)))
 
-    def pack(self, seq_len: int, *, window: int = 256, truncate: bool = False) -> "Dataset":
+    def pack(self, seq_len: int, *, window: int = 256, truncate: bool = False) -> Dataset:
         """Packs token records into rows of ``seq_len`` with ``segment_ids`` and
         ``positions`` (see ``thresher.dataset.packing``); makes the dataset iterable-only.
 
@@ -368,7 +369,7 @@ class Dataset:
         w = _positive_int(window, "pack window")
         return self._then(lambda at: N.Pack(at=at, seq_len=n, window=w, truncate=bool(truncate)))
 
-    def with_options(self, *, optimize: bool = True) -> "Dataset":
+    def with_options(self, *, optimize: bool = True) -> Dataset:
         """The same chain with static optimisation on or off (the output is the same).
 
         Example:
@@ -379,12 +380,12 @@ class Dataset:
         """
         return Dataset(self._nodes, optimize=optimize)
 
-    def with_mix_weights(self, weights: Sequence[float]) -> "Dataset":
+    def with_mix_weights(self, weights: Sequence[float]) -> Dataset:
         """The same chain with the mixture's weights replaced (a mixture must start it)."""
         first = self._nodes[0]
         if not isinstance(first, N.Mix):
             raise ConfigError("with_mix_weights: this dataset does not start with Dataset.mix")
-        return Dataset((replace(first, weights=tuple(float(w) for w in weights)),) + self._nodes[1:],
+        return Dataset((replace(first, weights=tuple(float(w) for w in weights)), *self._nodes[1:]),
                        optimize=self._optimize)
 
     # -- identity -------------------------------------------------------------------------

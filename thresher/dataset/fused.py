@@ -15,7 +15,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from thresher.dataset.nodes import fn_name
 
@@ -47,10 +48,7 @@ def fused_filter(fns: Sequence[Callable[[Any], Any]]) -> Callable[[Any], bool]:
         return fn
 
     def fused(x: Any, fns: tuple[Callable[[Any], Any], ...] = tuple(fns)) -> bool:
-        for f in fns:
-            if not f(x):
-                return False
-        return True
+        return all(f(x) for f in fns)
 
     fused.__qualname__ = fused.__name__ = "+".join(fn_name(f) for f in fns)
     return fused

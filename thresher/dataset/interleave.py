@@ -21,8 +21,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +68,7 @@ def _segments(lengths: Sequence[int], cycle_length: int, block_length: int) -> l
             counts = np.array([min(b, s[2]) for s in slots], dtype=np.int64)
             n = int(counts.sum())
             out.append(_Segment(pos, ds, offs, 0, counts, n))
-            for s, c in zip(slots, counts.tolist()):
+            for s, c in zip(slots, counts.tolist(), strict=False):
                 s[1] += c
                 s[2] -= c
         pos += n
@@ -189,7 +190,7 @@ class InterleaveView:
                 elements = read_many(component, idx[where].tolist())
             else:
                 elements = read_extended(component, (epochs[where] * len(component) + idx[where]).tolist())
-            for i, element in zip(where.tolist(), elements):
+            for i, element in zip(where.tolist(), elements, strict=False):
                 out[i] = element
         return out
 
@@ -201,5 +202,5 @@ def interleave_order(lengths: Sequence[int], cycle_length: int, block_length: in
     """(dataset, index) for every position of the interleaved stream."""
     view = InterleaveView([None] * len(lengths), lengths, cycle_length, block_length)
     ds, idx = view.locate_many(np.arange(len(view)))
-    return list(zip(ds.tolist(), idx.tolist()))
+    return list(zip(ds.tolist(), idx.tolist(), strict=False))
 

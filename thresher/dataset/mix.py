@@ -28,8 +28,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -93,7 +94,7 @@ class MixSchedule:
         self.period = period
         self.seed = seed
         self.q = quotas(w, period)
-        for j, (x, qj) in enumerate(zip(w, self.q)):
+        for j, (x, qj) in enumerate(zip(w, self.q, strict=False)):
             if x > 0 and qj == 0:
                 raise ConfigError(f"mix weight {x} of component {j} is below one slot in a period of {period}; "
                                   f"raise period (to at least {int(np.ceil(sum(w) / x))})")
@@ -104,9 +105,8 @@ class MixSchedule:
         """(pattern, prefix) of period t; prefix[j, s] = slots of j among the first s."""
         got = self._blocks.get(t)
         if got is None:
-            if self.seed is None:
-                if self._blocks:
-                    got = next(iter(self._blocks.values()))
+            if self.seed is None and self._blocks:
+                got = next(iter(self._blocks.values()))
             if got is None:
                 pattern = self._base
                 if self.seed is not None:
@@ -206,7 +206,7 @@ class MixView:
         """How many elements of each component the first g mixture positions take."""
         if g < self.origin:
             raise RecordKeyError(f"mixture position {g} is before this segment's origin {self.origin}")
-        return [o + c for o, c in zip(self.offsets, self.schedule.counts(g - self.origin))]
+        return [o + c for o, c in zip(self.offsets, self.schedule.counts(g - self.origin), strict=False)]
 
     def __getitem__(self, key: int) -> Any:
         return self.__getitems__([key])[0]
@@ -224,7 +224,7 @@ class MixView:
         out: list[Any] = [None] * len(g)
         for j in np.unique(comp).tolist():
             where = np.flatnonzero(comp == j)
-            for i, element in zip(where.tolist(), read_many(self._components[j], index[where].tolist())):
+            for i, element in zip(where.tolist(), read_many(self._components[j], index[where].tolist()), strict=False):
                 out[i] = element
         return out
 

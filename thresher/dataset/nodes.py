@@ -13,8 +13,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from thresher.samplers.sharding import ShardOptions
 from thresher.transforms.operations import describe

@@ -24,8 +24,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 from thresher.dataset import nodes as N
 
@@ -101,7 +102,7 @@ def _vectorise(nodes: list[N.Node], notes: list[str]) -> list[N.Node]:
         mb = N.MapBatch(at=moved[0].at, fns=fns, vectorised_from=ats)
         notes.append(f"vectorised {' '.join(m.describe() for m in moved)} (steps {list(ats)}) into map_batch after "
                      f"batch at step {node.at}")
-        out = out[:j + 1] + [node, mb] + out[i + 1:]
+        out = [*out[:j + 1], node, mb, *out[i + 1:]]
         i = j + 3
     return out
 

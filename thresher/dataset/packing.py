@@ -26,8 +26,9 @@ Example:
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -175,7 +176,7 @@ def pack_window(elements: Sequence[Any], seq_len: int, *, truncate: bool = False
     flat_seg, flat_pos = seg.reshape(-1), pos.reshape(-1)
     columns = [(rows[name].reshape(-1), name) for name in names]
     single = columns[0] if len(columns) == 1 else None
-    for i, r in zip(kept, row_of):  # stream order: segments keep it inside each row
+    for i, r in zip(kept, row_of, strict=False):  # stream order: segments keep it inside each row
         n, o = lengths[i], fill[r]
         a = r * seq_len + o
         b = a + n

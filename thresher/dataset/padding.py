@@ -12,7 +12,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ def _flatten(x: Any, leaves: list[Any]) -> Callable[[list[Any]], Any]:
     if isinstance(x, dict):
         keys = list(x)
         builders = [_flatten(x[k], leaves) for k in keys]
-        return lambda new: {k: b(new) for k, b in zip(keys, builders)}
+        return lambda new: {k: b(new) for k, b in zip(keys, builders, strict=False)}
     if isinstance(x, (tuple, list)):
         builders = [_flatten(v, leaves) for v in x]
         if hasattr(x, "_fields"):
@@ -115,7 +116,7 @@ class PaddedBatch(Batch):
                     out = np.full(target, self.padding_value, dtype=v.dtype)
                     out[tuple(slice(0, s) for s in v.shape)] = v
                     per_element[i][j] = out
-        padded = [_flatten(e, [])(ls) for e, ls in zip(elements, per_element)]
+        padded = [_flatten(e, [])(ls) for e, ls in zip(elements, per_element, strict=False)]
         return stack(padded, positions)
 
     def __repr__(self) -> str:

@@ -19,8 +19,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from thresher.dataset import nodes as N
 from thresher.errors import ConfigError, TransformError
@@ -37,7 +38,7 @@ class RebatchFront:
     fns: list[Callable[[Any], Any]] = field(default_factory=list)
 
     @staticmethod
-    def of(node: N.BatchNode) -> "RebatchFront":
+    def of(node: N.BatchNode) -> RebatchFront:
         if node.pad_to is not None:
             raise ConfigError(f"{node.describe()} at step {node.at}: batches of a filtered stream's batches cannot "
                               "be padded; pad the inner batch")

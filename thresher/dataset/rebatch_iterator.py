@@ -30,7 +30,7 @@ __all__ = ["RebatchIterator"]
 class RebatchIterator(DatasetIterator):
     """Outer batches of the engine's stream of (filtered) batches; the state is the engine's."""
 
-    def __init__(self, dataset: "Dataset", compiled: "Compiled") -> None:
+    def __init__(self, dataset: Dataset, compiled: Compiled) -> None:
         super().__init__(dataset, compiled)
         assert compiled.rebatch is not None
         self._front = compiled.rebatch

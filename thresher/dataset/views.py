@@ -22,7 +22,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -179,7 +180,8 @@ class StageView:
         stops = starts + b if n is None else np.minimum(starts + b, n)
         counts = (stops - starts).tolist()
         starts = starts + offsets
-        positions = np.concatenate([np.arange(s, s + c, dtype=np.int64) for s, c in zip(starts.tolist(), counts)])
+        positions = np.concatenate([np.arange(s, s + c, dtype=np.int64)
+                                    for s, c in zip(starts.tolist(), counts, strict=False)])
         chunk = proc.process(positions)
         plan, batch = self._plan, self._plan.batch
         assert batch is not None
@@ -188,7 +190,7 @@ class StageView:
         out = []
         i = 0
         pos = chunk.positions.tolist()
-        for c, first in zip(counts, starts.tolist()):
+        for c, first in zip(counts, starts.tolist(), strict=False):
             stacked = batch.stack(chunk.elements[i:i + c], pos[i:i + c])
             i += c
             if plan.batch_ops:

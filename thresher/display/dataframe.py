@@ -7,7 +7,7 @@ beside them when the label has names.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from thresher.display.fields import fields, get
 from thresher.errors import ConfigError
@@ -23,7 +23,7 @@ def _pandas() -> Any:
     return pandas
 
 
-def as_dataframe(ds: Any, info: Any = None, n: Optional[int] = None) -> Any:
+def as_dataframe(ds: Any, info: Any = None, n: int | None = None) -> Any:
     """The first ``n`` records of ``ds`` (all if None) as a ``pandas.DataFrame``.
 
     Args:

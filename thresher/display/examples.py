@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from thresher.errors import ConfigError, FeatureError
 __all__ = ["show_examples"]
 
 
-def _pick(leaves: list, kind: str, key: Optional[str], preferred: Optional[str]) -> Any:
+def _pick(leaves: list, kind: str, key: str | None, preferred: str | None) -> Any:
     by_key = {f.key: f for f in leaves}
     if key is not None:
         if key not in by_key:
@@ -31,8 +31,8 @@ def _pick(leaves: list, kind: str, key: Optional[str], preferred: Optional[str])
 
 
 def show_examples(ds: Any, info: Any = None, rows: int = 3, cols: int = 3, *,
-                  path: Optional[str] = None, image_key: Optional[str] = None,
-                  label_key: Optional[str] = None, scale: float = 2.0) -> Any:
+                  path: str | None = None, image_key: str | None = None,
+                  label_key: str | None = None, scale: float = 2.0) -> Any:
     """Draws records ``0 .. rows*cols-1`` of ``ds`` in a grid; returns the Figure.
 
     Args:

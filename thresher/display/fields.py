@@ -11,7 +11,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from thresher import features as thf
 from thresher.sources.tfds import features as tff
@@ -59,7 +60,7 @@ def get(example: Any, key: str) -> Any:
 
 def label_text(feature: Any, value: Any) -> str:
     """``'name (id)'`` for a class id, or the id when there are no names."""
-    names: Optional[list[str]] = getattr(feature, "names", None)
+    names: list[str] | None = getattr(feature, "names", None)
     i = int(value)
     if names and 0 <= i < len(names) and names[i] != str(i):
         return f"{names[i]} ({i})"

@@ -23,11 +23,11 @@ from thresher.features.tensor import Scalar, Tensor
 from thresher.features.text import Text
 
 __all__ = [
+    "RECORD_VERSION",
     "ClassLabel",
     "Feature",
     "FeaturesDict",
     "Image",
-    "RECORD_VERSION",
     "RecordCodec",
     "Scalar",
     "Tensor",

@@ -16,15 +16,16 @@ Example:
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
 from thresher.errors import CorruptSourceError, FeatureError
 
-__all__ = ["Feature", "Shape", "DTYPES", "check_dtype", "check_shape", "to_array", "ArrayView"]
+__all__ = ["DTYPES", "ArrayView", "Feature", "Shape", "check_dtype", "check_shape", "to_array"]
 
-Shape = tuple[Optional[int], ...]
+Shape = tuple[int | None, ...]
 # (shape, little-endian dtype, scalar?) of a fixed-size leaf decoded as a view.
 ArrayView = tuple[tuple[int, ...], np.dtype, bool]
 
@@ -81,7 +82,7 @@ def to_array(value: Any, dtype: np.dtype, shape: Shape, where: str) -> np.ndarra
                                f"(min {arr.min()}, max {arr.max()})")
         arr = cast
     if len(arr.shape) != len(shape) or any(
-            d is not None and d != a for d, a in zip(shape, arr.shape)):
+            d is not None and d != a for d, a in zip(shape, arr.shape, strict=False)):
         want = "(" + ", ".join("None" if d is None else str(d) for d in shape) + (
             ",)" if len(shape) == 1 else ")")
         raise FeatureError(f"{where}: expected shape {want}, got {arr.shape}")
@@ -98,12 +99,12 @@ class Feature(abc.ABC):
         """The JSON form stored in ``dataset_info.json`` (``{"type": ..., ...}``)."""
 
     @property
-    def fixed_size(self) -> Optional[int]:
+    def fixed_size(self) -> int | None:
         """The payload size in bytes if every value has the same, else None."""
         return None
 
     @property
-    def array_view(self) -> Optional[ArrayView]:
+    def array_view(self) -> ArrayView | None:
         """For fixed-size leaves decoded as a zero-copy array view: (shape, dtype, scalar)."""
         return None
 
@@ -120,7 +121,7 @@ class Feature(abc.ABC):
 
 
 def fixed_view_decode(view: ArrayView, feature: Feature, buf: bytes, offset: int,
-                      length: int) -> Union[np.ndarray, np.generic]:
+                      length: int) -> np.ndarray | np.generic:
     """Decodes a fixed-size leaf as a read-only view over ``buf``."""
     shape, dtype, scalar = view
     size = feature.fixed_size
@@ -130,6 +131,6 @@ def fixed_view_decode(view: ArrayView, feature: Feature, buf: bytes, offset: int
     return arr[()] if scalar else arr
 
 
-def shape_repr(shape: Sequence[Optional[int]]) -> str:
+def shape_repr(shape: Sequence[int | None]) -> str:
     inner = ", ".join("None" if d is None else str(d) for d in shape)
     return f"({inner},)" if len(shape) == 1 else f"({inner})"

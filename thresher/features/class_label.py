@@ -15,7 +15,8 @@ Example:
 from __future__ import annotations
 
 import numbers
-from typing import Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,8 +37,8 @@ class ClassLabel(Scalar):
 
     type_name = "ClassLabel"
 
-    def __init__(self, num_classes: Optional[int] = None,
-                 names: Optional[Sequence[str]] = None) -> None:
+    def __init__(self, num_classes: int | None = None,
+                 names: Sequence[str] | None = None) -> None:
         super().__init__("int64")
         if names is not None:
             if isinstance(names, (str, bytes)) or not isinstance(names, Iterable) or not all(
@@ -56,7 +57,7 @@ class ClassLabel(Scalar):
             raise FeatureError("ClassLabel needs num_classes (an int >= 0) or names, got "
                                f"num_classes={num_classes!r}")
         self.num_classes: int = int(num_classes)
-        self._names: Optional[list[str]] = names
+        self._names: list[str] | None = names
         self._index: dict[str, int] = {n: i for i, n in enumerate(names)} if names else {}
 
     @property

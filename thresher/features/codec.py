@@ -36,7 +36,8 @@ Example:
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ from thresher.errors import CorruptSourceError, FeatureError
 from thresher.features.base import Feature
 from thresher.features.features_dict import FeaturesDict, as_feature
 
-__all__ = ["RecordCodec", "RECORD_VERSION", "RECORD_MAGIC", "HEADER_SIZE"]
+__all__ = ["HEADER_SIZE", "RECORD_MAGIC", "RECORD_VERSION", "RecordCodec"]
 
 RECORD_MAGIC = b"TH"
 RECORD_VERSION = 1
@@ -54,7 +55,7 @@ _HEADER = struct.Struct("<2sBBI")
 _PAD = b"\0" * 8
 
 # A structure is a leaf index (int) or a list of (key, structure) pairs.
-Structure = Union[int, list]
+Structure = int | list
 
 
 def _pad(n: int) -> int:
@@ -75,7 +76,7 @@ class RecordCodec:
         self.leaves: list[tuple[str, Feature]] = []
         self._structure = self._flatten(self.features, "")
         self._header = _HEADER.pack(RECORD_MAGIC, RECORD_VERSION, 0, len(self.leaves))
-        self.record_size: Optional[int] = self._fixed_layout()
+        self.record_size: int | None = self._fixed_layout()
         self.decode: Callable[[bytes], Any] = (
             self._generate_fast_decoder() if self.record_size is not None else self.decode_slow)
 
@@ -85,7 +86,7 @@ class RecordCodec:
         self.leaves.append((path or "value", feature))
         return len(self.leaves) - 1
 
-    def _fixed_layout(self) -> Optional[int]:
+    def _fixed_layout(self) -> int | None:
         offset = HEADER_SIZE
         self._offsets = []
         for _, leaf in self.leaves:
@@ -189,7 +190,7 @@ class RecordCodec:
         # and dtypes are passed in the namespace, never written into the code.
         ns: dict[str, Any] = {"_nd": np.ndarray, "_slow": self.decode_slow}
         exprs = []
-        for i, ((_, leaf), offset) in enumerate(zip(self.leaves, self._offsets)):
+        for i, ((_, leaf), offset) in enumerate(zip(self.leaves, self._offsets, strict=False)):
             shape, dtype, scalar = leaf.array_view  # type: ignore[misc]
             ns[f"_s{i}"], ns[f"_d{i}"] = shape, dtype
             exprs.append(f"_nd(_s{i}, _d{i}, r, {int(offset)})" + ("[()]" if scalar else ""))

@@ -13,14 +13,15 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Union
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from thresher.errors import FeatureError
 from thresher.features.base import Feature
 
-__all__ = ["FeaturesDict", "FeatureLike", "as_feature"]
+__all__ = ["FeatureLike", "FeaturesDict", "as_feature"]
 
-FeatureLike = Union[Feature, Mapping[str, Any]]
+FeatureLike = Feature | Mapping[str, Any]
 
 
 def as_feature(spec: Any) -> Feature:

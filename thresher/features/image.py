@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -30,14 +30,14 @@ from thresher.features.base import ArrayView, Feature, Shape, check_shape, shape
 from thresher.features.image_codecs import decode_image, encode_image
 from thresher.features.tensor import Tensor
 
-__all__ = ["Image", "ENCODINGS"]
+__all__ = ["ENCODINGS", "Image"]
 
 ENCODINGS = ("png", "jpeg", "none")
 _U8 = np.dtype("uint8")
 _MAGIC = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpeg"}
 
 
-def _sniff(data: bytes) -> Optional[str]:
+def _sniff(data: bytes) -> str | None:
     for magic, fmt in _MAGIC.items():
         if data.startswith(magic):
             return fmt
@@ -94,11 +94,11 @@ class Image(Feature):
                 "encoding": self.encoding}
 
     @property
-    def fixed_size(self) -> Optional[int]:
+    def fixed_size(self) -> int | None:
         return self._raw.fixed_size if self.encoding == "none" else None
 
     @property
-    def array_view(self) -> Optional[ArrayView]:
+    def array_view(self) -> ArrayView | None:
         return self._raw.array_view if self.encoding == "none" else None
 
     def _check(self, arr: np.ndarray, where: str) -> np.ndarray:
@@ -107,13 +107,13 @@ class Image(Feature):
         if arr.dtype != _U8:
             raise FeatureError(f"{where}: images are uint8, got {arr.dtype} (convert with "
                                ".astype(np.uint8) after scaling)")
-        if arr.ndim != 3 or any(d is not None and d != a for d, a in zip(self.shape, arr.shape)):
+        if arr.ndim != 3 or any(d is not None and d != a for d, a in zip(self.shape, arr.shape, strict=False)):
             raise FeatureError(f"{where}: expected an image of shape {shape_repr(self.shape)}, "
                                f"got {arr.shape}")
         return arr
 
     def encode_payload(self, value: Any, where: str = "value") -> bytes:
-        encoded: Optional[bytes] = None
+        encoded: bytes | None = None
         if isinstance(value, (str, os.PathLike)):
             try:
                 with open(value, "rb") as f:
@@ -145,7 +145,7 @@ class Image(Feature):
             arr = decode_image(data, self.channels)  # type: ignore[arg-type]
         except FeatureError as e:
             raise self._bad_payload(length, str(e)) from None
-        if any(d is not None and d != a for d, a in zip(self.shape, arr.shape)):
+        if any(d is not None and d != a for d, a in zip(self.shape, arr.shape, strict=False)):
             raise self._bad_payload(length, f"decoded shape {arr.shape} is not "
                                             f"{shape_repr(self.shape)}")
         return arr

@@ -16,13 +16,13 @@ Example:
 from __future__ import annotations
 
 import io
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 from thresher.errors import ConfigError, FeatureError
 
-__all__ = ["decode_image", "encode_image", "available_backends"]
+__all__ = ["available_backends", "decode_image", "encode_image"]
 
 BACKENDS = ("cv2", "pil")
 JPEG_QUALITY = 95
@@ -47,7 +47,7 @@ def available_backends() -> list[str]:
     return [b for b in BACKENDS if _import(b) is not None]
 
 
-def _pick(backend: Optional[str], order: tuple[str, ...]) -> str:
+def _pick(backend: str | None, order: tuple[str, ...]) -> str:
     if backend is not None:
         if backend not in BACKENDS:
             raise ConfigError(f"image backend must be one of {BACKENDS}, got {backend!r}")
@@ -61,7 +61,7 @@ def _pick(backend: Optional[str], order: tuple[str, ...]) -> str:
                        "(or opencv-python-headless)")
 
 
-def decode_image(data: bytes, channels: int, backend: Optional[str] = None) -> np.ndarray:
+def decode_image(data: bytes, channels: int, backend: str | None = None) -> np.ndarray:
     """Decodes PNG/JPEG bytes to a ``(height, width, channels)`` uint8 RGB(A) array."""
     b = _pick(backend, ("cv2", "pil"))
     if b == "cv2":
@@ -91,7 +91,7 @@ def decode_image(data: bytes, channels: int, backend: Optional[str] = None) -> n
     return arr[:, :, None] if channels == 1 else arr
 
 
-def encode_image(array: np.ndarray, encoding: str, backend: Optional[str] = None) -> bytes:
+def encode_image(array: np.ndarray, encoding: str, backend: str | None = None) -> bytes:
     """Encodes a ``(height, width, channels)`` uint8 array as PNG or JPEG bytes."""
     b = _pick(backend, ("pil", "cv2"))
     channels = array.shape[2]

@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from thresher.features.base import (
     to_array,
 )
 
-__all__ = ["Tensor", "Scalar", "encode_array", "decode_array"]
+__all__ = ["Scalar", "Tensor", "decode_array", "encode_array"]
 
 _DIM = np.dtype("<u8")
 
@@ -94,13 +94,13 @@ class Tensor(Feature):
         return {"type": self.type_name, "shape": list(self.shape), "dtype": self.dtype}
 
     @property
-    def fixed_size(self) -> Optional[int]:
+    def fixed_size(self) -> int | None:
         if any(d is None for d in self.shape):
             return None
         return math.prod(self.shape) * self._np_dtype.itemsize  # type: ignore[arg-type]
 
     @property
-    def array_view(self) -> Optional[ArrayView]:
+    def array_view(self) -> ArrayView | None:
         if self.fixed_size is None:
             return None
         return (tuple(self.shape), self._np_dtype, False)  # type: ignore[arg-type]
@@ -136,5 +136,5 @@ class Scalar(Tensor):
         return {"type": self.type_name, "dtype": self.dtype}
 
     @property
-    def array_view(self) -> Optional[ArrayView]:
+    def array_view(self) -> ArrayView | None:
         return ((), self._np_dtype, True)

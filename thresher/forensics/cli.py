@@ -6,7 +6,8 @@ Example:
     >>> with open(os.path.join(d, "my_pipe.py"), "w") as f:
     ...     _ = f.write("import thresher as th\\n"
     ...                 "def loader():\\n"
-    ...                 "    return th.DataLoader(th.sources.RangeDataSource(0, 8), th.IndexSampler(8), [th.Batch(2)])\\n")
+    ...                 "    src = th.sources.RangeDataSource(0, 8)\\n"
+    ...                 "    return th.DataLoader(src, th.IndexSampler(8), [th.Batch(2)])\\n")
     >>> sys.path.insert(0, d)
     >>> run_explain("my_pipe:loader", 1, None, None, False)   # doctest: +NORMALIZE_WHITESPACE
     step 1: 2 elements
@@ -33,10 +34,10 @@ def load_pipeline(spec: str) -> Any:
     """Imports ``module:function`` and calls the function (no arguments): the DataLoader.
 
     Example:
-        >>> load_pipeline("thresher")
+        >>> load_pipeline("thresher")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        thresher.errors.ConfigError: --pipeline must be MODULE:FUNCTION (e.g. my_project.data:train_loader), got 'thresher'
+        thresher.errors.ConfigError: --pipeline must be MODULE:FUNCTION (e.g. ...), got 'thresher'
     """
     module_name, sep, name = spec.partition(":")
     if not sep or not module_name or not name:

@@ -18,14 +18,15 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from thresher.errors import ConfigError, IncompatibleStateError
-from thresher.loader.skips import SkipRanges
 from thresher.forensics.steps import StepGeometry, step_geometry
+from thresher.loader.skips import SkipRanges
 from thresher.loader.state_types import LoaderState
 from thresher.sources.protocol import record_locations
 
@@ -75,9 +76,9 @@ class StepProvenance:
     def records(self) -> list[dict[str, Any]]:
         """One dict per element (JSON-serialisable)."""
         cols = [getattr(self, c).tolist() for c in _COLUMNS]
-        out = [dict(zip(_NAMES, row)) for row in zip(*cols)]
+        out = [dict(zip(_NAMES, row, strict=False)) for row in zip(*cols, strict=False)]
         if self.locations is not None:
-            for d, (f, i) in zip(out, self.locations):
+            for d, (f, i) in zip(out, self.locations, strict=False):
                 d["file"], d["index_in_file"] = f, i
         return out
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from thresher.grain import sharding, sources, samplers, transforms
+from thresher.grain import samplers, sharding, sources, transforms
 from thresher.grain.data_loader import DataLoader, DataLoaderIterator, PyGrainDatasetIterator
 from thresher.grain.dataset import IterDataset, MapDataset
 from thresher.grain.dataset_iterator import DatasetIterator

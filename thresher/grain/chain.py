@@ -11,7 +11,8 @@ here do the same.
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from thresher._compat import transform_function
 from thresher.dataset.dataset import Dataset

@@ -31,13 +31,14 @@ Example:
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
+from thresher._compat import as_shard_options
 from thresher.errors import ConfigError
 from thresher.loader.data_loader import DataLoader as _DataLoader
 from thresher.loader.iterator import DataLoaderIterator as _DataLoaderIterator
 from thresher.samplers.index_sampler import IndexSampler
-from thresher._compat import as_shard_options
 
 __all__ = ["DataLoader", "DataLoaderIterator", "PyGrainDatasetIterator"]
 
@@ -89,10 +90,10 @@ class DataLoader(_DataLoader):
                          worker_buffer_size=max(1, worker_buffer_size), read_options=read_options)
         self.enable_profiling = bool(enable_profiling)
 
-    def __iter__(self) -> "DataLoaderIterator":
+    def __iter__(self) -> DataLoaderIterator:
         return self.iterator_at(0)
 
-    def iterator_at(self, position: int) -> "DataLoaderIterator":
+    def iterator_at(self, position: int) -> DataLoaderIterator:
         return DataLoaderIterator(self.engine, position, decision=self.autotune_report, decided=self._decided)
 
 

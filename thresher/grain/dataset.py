@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import builtins
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from thresher._compat import check_read_options, transform_function
 from thresher.dataset import nodes as N
 from thresher.dataset.dataset import Dataset
 from thresher.errors import ConfigError
 from thresher.grain.chain import Chain, _KeepOrNone
 from thresher.grain.dataset_iterator import DatasetIterator
 from thresher.grain.options import MultiprocessingOptions
-from thresher._compat import check_read_options, transform_function
 
 __all__ = ["IterDataset", "MapDataset"]
 
@@ -53,19 +54,19 @@ class MapDataset(Chain):
     """
 
     @staticmethod
-    def source(source: Any) -> "MapDataset":
+    def source(source: Any) -> MapDataset:
         """A dataset over a random-access source or a sequence (a list, a range, ...)."""
         if isinstance(source, builtins.range):
             source = list(source)
         return MapDataset(Dataset.source(source))
 
     @staticmethod
-    def range(start: int, stop: int | None = None, step: int = 1) -> "MapDataset":
+    def range(start: int, stop: int | None = None, step: int = 1) -> MapDataset:
         """The integers of ``range(start, stop, step)``."""
         return MapDataset(Dataset.range(start, stop, step))
 
     @staticmethod
-    def mix(datasets: Sequence["MapDataset"], weights: Sequence[float] | None = None) -> "MapDataset":
+    def mix(datasets: Sequence[MapDataset], weights: Sequence[float] | None = None) -> MapDataset:
         """Weighted mixing on thresher's deterministic schedule, cut to Grain's length
         (``min(len_i / (weight_i / sum(weights)))``, so no element appears twice)."""
         if not datasets or not all(isinstance(d, MapDataset) for d in datasets):
@@ -73,22 +74,22 @@ class MapDataset(Chain):
         w = [1.0] * len(datasets) if weights is None else [float(x) for x in weights]
         mixed = Dataset.mix([d.thresher_dataset for d in datasets], w)
         if len(w) == len(datasets) and all(x > 0 for x in w):
-            length = int(min(len(d) / (x / sum(w)) for d, x in zip(datasets, w)))
+            length = int(min(len(d) / (x / sum(w)) for d, x in zip(datasets, w, strict=False)))
             mixed = mixed.slice(0, min(length, len(mixed)))
         return MapDataset(mixed)
 
-    def shuffle(self, seed: int | None = None) -> "MapDataset":
+    def shuffle(self, seed: int | None = None) -> MapDataset:
         """A global shuffle, new every epoch (seed hashed with the epoch)."""
         return self._with(self._ds.shuffle(self._seed(seed, "shuffle", required=True)))  # type: ignore[arg-type]
 
-    def filter(self, transform: Any) -> "MapDataset":
+    def filter(self, transform: Any) -> MapDataset:
         """Grain's MapDataset filter: same length, None where an element is dropped;
         iteration skips the Nones."""
         predicate = transform_function(transform, "filter", "filter")
         return self._with(self._ds.map(_KeepOrNone(predicate)), sparse=True)
 
     def batch(self, batch_size: int, *, drop_remainder: bool = False,
-              batch_fn: Callable[[Sequence[Any]], Any] | None = None) -> "MapDataset":
+              batch_fn: Callable[[Sequence[Any]], Any] | None = None) -> MapDataset:
         """Stacks ``batch_size`` consecutive elements (pytrees of NumPy arrays)."""
         _no_batch_fn(batch_fn)
         if self._sparse:
@@ -96,14 +97,14 @@ class MapDataset(Chain):
                               "too): call .to_iter_dataset() before .batch(...)")
         return self._with(self._ds.batch(batch_size, drop_remainder=drop_remainder))
 
-    def repeat(self, num_epochs: int | None = None, *, reseed_each_epoch: bool = True) -> "MapDataset":
+    def repeat(self, num_epochs: int | None = None, *, reseed_each_epoch: bool = True) -> MapDataset:
         """Repeats ``num_epochs`` times (None: forever); each epoch reshuffled."""
         if not reseed_each_epoch:
             raise ConfigError("repeat(reseed_each_epoch=False) is not supported: thresher reshuffles every epoch; "
                               "to see one epoch again, iterate the dataset again")
         return self._with(self._ds.repeat(num_epochs))
 
-    def slice(self, sl: builtins.slice) -> "MapDataset":
+    def slice(self, sl: builtins.slice) -> MapDataset:
         """The elements ``sl`` selects, as a MapDataset (``ds[a:b:c]``)."""
         return self._with(self._ds.slice(sl.start, sl.stop, sl.step))
 
@@ -121,7 +122,7 @@ class MapDataset(Chain):
                              "would wrap it to a later epoch: use .repeat() and index that instead")
         return self._ds[index]
 
-    def to_iter_dataset(self, read_options: Any = None, *, allow_nones: bool = False) -> "IterDataset":
+    def to_iter_dataset(self, read_options: Any = None, *, allow_nones: bool = False) -> IterDataset:
         """This dataset as an IterDataset (the Nones of a filter dropped unless ``allow_nones``)."""
         check_read_options(read_options, "to_iter_dataset read_options")
         ds = self._ds if allow_nones else self.thresher_dataset
@@ -141,19 +142,19 @@ class IterDataset(Chain):
         [[0, 1], [2, 4], [5]]
     """
 
-    def filter(self, transform: Any) -> "IterDataset":
+    def filter(self, transform: Any) -> IterDataset:
         """Keeps the elements for which the predicate (or FilterTransform) is true."""
         return self._with(self._ds.filter(transform_function(transform, "filter", "filter")))
 
     def batch(self, batch_size: int, *, drop_remainder: bool = False,
-              batch_fn: Callable[[Sequence[Any]], Any] | None = None) -> "IterDataset":
+              batch_fn: Callable[[Sequence[Any]], Any] | None = None) -> IterDataset:
         """Stacks ``batch_size`` consecutive elements."""
         _no_batch_fn(batch_fn)
         return self._with(self._ds.batch(batch_size, drop_remainder=drop_remainder))
 
     def mp_prefetch(self, options: MultiprocessingOptions | None = None,
                     worker_init_fn: Callable[[int, int], None] | None = None,
-                    sequential_slice: bool = False) -> "IterDataset":
+                    sequential_slice: bool = False) -> IterDataset:
         """Computes ahead in ``options.num_workers`` processes; the elements are the same
         for every number of workers (thresher's, not Grain's, behaviour), so
         ``sequential_slice`` has nothing to change and is ignored."""
@@ -164,7 +165,7 @@ class IterDataset(Chain):
         return self._with(self._ds.prefetch(worker_count=opts.num_workers,
                                             buffer=max(1, opts.per_worker_buffer_size)))
 
-    def prefetch(self, multiprocessing_options: MultiprocessingOptions) -> "IterDataset":
+    def prefetch(self, multiprocessing_options: MultiprocessingOptions) -> IterDataset:
         """Grain's older name of ``mp_prefetch``."""
         return self.mp_prefetch(multiprocessing_options)
 

@@ -18,7 +18,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["DatasetIterator"]
 
@@ -29,7 +30,7 @@ class DatasetIterator(Iterator[Any]):
     def __init__(self, inner: Any) -> None:
         self._inner = inner
 
-    def __iter__(self) -> "DatasetIterator":
+    def __iter__(self) -> DatasetIterator:
         return self
 
     def __next__(self) -> Any:

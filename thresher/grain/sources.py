@@ -10,7 +10,8 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, Union
 
 from thresher.errors import ConfigError
 from thresher.sources.array_record import ArrayRecordSource

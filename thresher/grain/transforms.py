@@ -16,7 +16,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from thresher.errors import ConfigError
 from thresher.transforms.batch import Batch as _Batch
@@ -54,5 +55,5 @@ class Batch(_Batch):
         super().__init__(batch_size, drop_remainder)
 
 
-Transformation = Union[_Batch, MapTransform, RandomMapTransform, FilterTransform, MapWithIndexTransform]
+Transformation = _Batch | MapTransform | RandomMapTransform | FilterTransform | MapWithIndexTransform
 Transformations = Sequence[Transformation]

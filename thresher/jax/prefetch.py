@@ -17,6 +17,7 @@ so a script that ends without closing its iterator exits cleanly.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import copy
 import queue
 import threading
@@ -242,10 +243,8 @@ class DevicePrefetchIterator:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self._halt()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         return f"DevicePrefetchIterator({self._source!r}, size={self._size})"

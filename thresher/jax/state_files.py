@@ -101,10 +101,7 @@ def restore_from_states(iterator: Any, read: Callable[[int], dict[str, Any]], sa
         >>> restore_from_states(new, saved.__getitem__, 2, 3, 4), next(new).tolist()
         ('exact', [22, 23])
     """
-    if saved_count == process_count:
-        own = read(process_index)
-    else:
-        own = read(min(process_index, saved_count - 1))
+    own = read(process_index) if saved_count == process_count else read(min(process_index, saved_count - 1))
     try:
         iterator.set_state(own)
         return "exact"

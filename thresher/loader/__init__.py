@@ -17,10 +17,10 @@ from thresher.loader.engine import Engine
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.options import LoaderOptions
 from thresher.loader.pool.worker_start import preload_in_workers
-from thresher.loader.read_options import ReadOptions
 from thresher.loader.profiling.stats import LoaderStats, StageTime
 from thresher.loader.profiling.timeline import plot_timeline
 from thresher.loader.profiling.tracing import Tracer, trace
+from thresher.loader.read_options import ReadOptions
 from thresher.loader.resumable import ResumableIterator
 from thresher.loader.state import slowest_state
 from thresher.loader.state_types import LoaderState

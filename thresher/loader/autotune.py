@@ -50,8 +50,25 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AutotuneReport", "Probe", "choose_reads", "latency_bound", "decide", "LATENCY_BOUND", "MAX_AUTO_READS", "memory_available", "memory_budget", "nbytes", "read_ahead",
-           "READ_AHEAD_MEMORY_SHARE", "TRANSFER_FIXED_S", "TRANSFER_BYTES_PER_S", "WORTH", "LATENCY_WORTH", "WORKER_START_S"]
+__all__ = [
+    "LATENCY_BOUND",
+    "LATENCY_WORTH",
+    "MAX_AUTO_READS",
+    "READ_AHEAD_MEMORY_SHARE",
+    "TRANSFER_BYTES_PER_S",
+    "TRANSFER_FIXED_S",
+    "WORKER_START_S",
+    "WORTH",
+    "AutotuneReport",
+    "Probe",
+    "choose_reads",
+    "decide",
+    "latency_bound",
+    "memory_available",
+    "memory_budget",
+    "nbytes",
+    "read_ahead",
+]
 
 READ_AHEAD_MEMORY_SHARE = 0.25
 """The share of the available memory that chunks computed ahead may hold."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -38,11 +38,11 @@ from thresher.errors import ConfigError, TransformError
 from thresher.sources.protocol import read_many, record_locations
 from thresher.transforms.kinds import ElementFailure, Operation
 
-__all__ = ["BadRecords", "DroppedRecord", "MaxSkipped", "check_policy", "read_dropping", "apply_dropping"]
+__all__ = ["BadRecords", "DroppedRecord", "MaxSkipped", "apply_dropping", "check_policy", "read_dropping"]
 
 _log = logging.getLogger("thresher")
 
-MaxSkipped = Union[int, float, None]
+MaxSkipped = int | float | None
 
 
 def check_policy(errors: str, max_skipped: MaxSkipped) -> None:

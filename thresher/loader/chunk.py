@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from thresher.errors import TransformError
-from thresher.randomness.record_rng import RecordRng
 from thresher.loader.bad_records import DroppedRecord, apply_dropping, read_dropping
+from thresher.randomness.record_rng import RecordRng
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.sources.protocol import read_many
 from thresher.transforms.kinds import ElementFailure, Operation

@@ -14,12 +14,12 @@ from thresher.loader.bad_records import MaxSkipped, check_policy
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.engine import Engine
 from thresher.loader.iterator import DataLoaderIterator
+from thresher.loader.main_module import unimportable_main
 from thresher.loader.options import LoaderOptions, WorkerCount
-from thresher.loader.read_options import ReadOptions
 from thresher.loader.pool.worker_main import WorkerSpec
 from thresher.loader.pool.worker_start import make_worker_spec
-from thresher.loader.main_module import unimportable_main
 from thresher.loader.profiling.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS
+from thresher.loader.read_options import ReadOptions
 from thresher.loader.state import geometry_of, stream_identity
 from thresher.loader.state_types import Geometry, LoaderState, StreamId
 from thresher.samplers.index_sampler import IndexSampler

@@ -22,12 +22,21 @@ from __future__ import annotations
 import logging
 import multiprocessing
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from thresher.errors import InvalidStateError
-from thresher.loader.autotune import (LATENCY_WORTH, MAX_AUTO_READS, WORKER_START_S, WORTH, AutotuneReport, Probe, choose_reads,
-                                      decide, memory_budget)
+from thresher.loader.autotune import (
+    LATENCY_WORTH,
+    MAX_AUTO_READS,
+    WORKER_START_S,
+    WORTH,
+    AutotuneReport,
+    Probe,
+    choose_reads,
+    decide,
+    memory_budget,
+)
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.options import WorkerCount
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
@@ -72,7 +81,7 @@ class Engine:
     geometry: Geometry
     stage_order: tuple[str, ...]
     warm_start: bool = False
-    read_options: ReadOptions = ReadOptions()
+    read_options: ReadOptions = field(default_factory=ReadOptions)
 
     # -- state ------------------------------------------------------------------------------
     def state_at(self, position: int) -> LoaderState:

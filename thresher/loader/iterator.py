@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -17,8 +18,8 @@ from thresher.loader.bad_records import BadRecords, DroppedRecord
 from thresher.loader.batcher import Batcher
 from thresher.loader.engine import Engine
 from thresher.loader.producer import Producer
-from thresher.loader.skips import SkipPlan, SkipRanges
 from thresher.loader.profiling.stats import LoaderStats, StatsRecorder
+from thresher.loader.skips import SkipPlan, SkipRanges
 from thresher.loader.state_types import LoaderState
 from thresher.randomness.record_rng import RecordRng
 from thresher.randomness.seeds import DOMAIN_BATCH, derive_seed
@@ -157,10 +158,8 @@ class DataLoaderIterator:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
     # -- iteration --------------------------------------------------------------------------
     def __iter__(self) -> DataLoaderIterator:

@@ -9,15 +9,16 @@ Producers note each chunk's stage times in the iterator's StatsRecorder.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable, Protocol
+from typing import Protocol
 
 from thresher.loader.autotune import Probe, latency_bound, nbytes
 from thresher.loader.chunk import Chunk, ChunkProcessor
 from thresher.loader.profiling.stats import StatsRecorder
 from thresher.loader.read_ahead import Pending, ReadAhead
 
-__all__ = ["Producer", "InProcessProducer", "MeasuringProducer", "chunk_bounds"]
+__all__ = ["InProcessProducer", "MeasuringProducer", "Producer", "chunk_bounds"]
 
 
 class Producer(Protocol):
@@ -119,8 +120,9 @@ class MeasuringProducer:
                                   (marks[-1] - marks[2]) / 1e9 if marks and len(marks) > 2 else 0.0))
         n, total = len(self._probes), sum(p.chunk_s for p in self._probes)
         last = self._stop is not None and chunk.stop >= self._stop
+        first = self._probes[0]
         if (last or n >= self.MAX_PROBES or (n >= self.MIN_PROBES and total >= self.CHEAP_S)
-                or self._probes[0].chunk_s >= self.LONG_S or (self._probes[0].read_threads > 0 and latency_bound(self._probes[0]))):
+                or first.chunk_s >= self.LONG_S or (first.read_threads > 0 and latency_bound(first))):
             fastest = min(self._probes, key=lambda p: p.chunk_s)
             self._probe.close()
             self._rest = self._choose(replace(fastest, chunks_left=left), chunk.stop)

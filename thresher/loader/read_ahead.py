@@ -45,7 +45,7 @@ __all__ = ["Pending", "ReadAhead"]
 class Pending:
     """A chunk whose reads were started: its Reading and the futures of its slices."""
 
-    __slots__ = ("reading", "futures", "submitted")
+    __slots__ = ("futures", "reading", "submitted")
 
     def __init__(self, reading: Reading, futures: list[Future[tuple[list[Any], int, int]]] | None,
                  submitted: int = 0) -> None:
@@ -117,7 +117,7 @@ class ReadAhead:
             ready = time.monotonic_ns()
             self.read_wall_ns = ready - waited
         else:
-            done, late = wait(pending.futures, timeout=self.timeout_s)
+            _done, late = wait(pending.futures, timeout=self.timeout_s)
             if late:
                 for f in pending.futures:
                     f.cancel()
@@ -139,7 +139,8 @@ class ReadAhead:
     def _timed_out(self, reading: Reading, pending: Pending, late: set[Any]) -> SourceError:
         assert pending.futures is not None
         bounds = _slices(len(reading.key_list), self.threads)
-        keys = [k for f, (lo, hi) in zip(pending.futures, bounds) if f in late for k in reading.key_list[lo:hi]]
+        keys = [k for f, (lo, hi) in zip(pending.futures, bounds, strict=False) if f in late
+                for k in reading.key_list[lo:hi]]
         pos = reading.positions
         return SourceError(
             f"reading record keys {keys[:8]}{'...' if len(keys) > 8 else ''} (of positions "

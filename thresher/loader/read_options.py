@@ -23,7 +23,7 @@ from typing import Any
 from thresher.errors import ConfigError
 from thresher.sources.protocol import suggested_reads_in_flight
 
-__all__ = ["ReadOptions", "MAX_READ_THREADS"]
+__all__ = ["MAX_READ_THREADS", "ReadOptions"]
 
 MAX_READ_THREADS = 256
 """The most reads in flight one producer may keep (threads cost memory and switches)."""
@@ -75,7 +75,7 @@ class ReadOptions:
         return -(-self.prefetch_buffer_size // max(1, chunk_size))
 
     @staticmethod
-    def coerce(value: Any) -> "ReadOptions":
+    def coerce(value: Any) -> ReadOptions:
         """A ReadOptions from ``value``: None, a ReadOptions, or an object with the same fields
         (``grain.ReadOptions``)."""
         if value is None:

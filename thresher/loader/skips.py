@@ -20,8 +20,9 @@ Example:
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from thresher.errors import ConfigError, InvalidStateError
 

@@ -194,7 +194,8 @@ class MixSegment:
                 and isinstance(mix.get("offsets"), list) and all(map(count, mix["offsets"]))
                 and all(map(weight, mix["weights"])) and len(mix["weights"]) == len(mix["offsets"])):
             raise InvalidStateError(f"state['dataset']['mix'] is malformed: {mix!r}; expected weights (numbers "
-                                    ">= 0), an origin and offsets (ints in [0, 2**62]), one weight and offset per component")
+                                    ">= 0), an origin and offsets (ints in [0, 2**62]), one weight and offset "
+                                    "per component")
         return cls(tuple(mix["weights"]), mix["origin"], tuple(mix["offsets"]))
 
 

@@ -6,9 +6,9 @@ can fork a single worker. In a process that has already imported jax and torch t
 takes 0.3-1 s on an idle machine, and all of it used to be time to the first batch.
 
 With ``DataLoader(..., warm_start=True)`` the fork server is started in a background
-thread (:func:`begin`, called when the first workers are asked for), and until it can fork, :class:`WarmStartProducer` computes chunks
-in the main process, exactly as ``worker_count=0`` would. At the first chunk boundary
-after the server is ready it hands the rest of the stream to a worker pool starting
+thread (:func:`begin`, called when the first workers are asked for), and until it can fork,
+:class:`WarmStartProducer` computes chunks in the main process, exactly as ``worker_count=0``
+would. At the first chunk boundary after the server is ready it hands the rest of the stream to a worker pool starting
 there. Each chunk is a pure function of its positions, so the batches are the same as
 with workers from the start, or with none. Later iterators (next epoch, set_state) find
 the server running and start their workers directly.
@@ -32,7 +32,7 @@ Example:
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from thresher.loader.chunk import Chunk, ChunkProcessor
 from thresher.loader.producer import InProcessProducer, Producer, chunk_bounds

@@ -38,7 +38,7 @@ import numpy as np
 
 from thresher.randomness.seeds import derive_seed, mix64, mix64_array, mix64_inplace
 
-__all__ = ["Permutation", "NUM_ROUNDS", "SMALL_N", "TABLE_BITS", "WINDOW_MAX"]
+__all__ = ["NUM_ROUNDS", "SMALL_N", "TABLE_BITS", "WINDOW_MAX", "Permutation"]
 
 NUM_ROUNDS = 8
 SMALL_N = 4096
@@ -66,8 +66,18 @@ def _fisher_yates(n: int, key: int) -> np.ndarray:
 class Permutation:
     """The bijection of [0, n) selected by ``key`` (a 64-bit int)."""
 
-    __slots__ = ("n", "key", "_bits", "_rounds", "_int_rounds", "_table", "_tables", "_use_tables", "_window",
-                 "_served")
+    __slots__ = (
+        "_bits",
+        "_int_rounds",
+        "_rounds",
+        "_served",
+        "_table",
+        "_tables",
+        "_use_tables",
+        "_window",
+        "key",
+        "n",
+    )
 
     def __init__(self, n: int, key: int) -> None:
         if n < 0:

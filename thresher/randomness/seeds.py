@@ -16,9 +16,23 @@ import numpy as np
 
 from thresher.errors import ConfigError, ConfigTypeError
 
-__all__ = ["MASK64", "mix64", "mix64_array", "mix64_inplace", "derive_seed", "derive_seeds", "DOMAIN_PERMUTATION",
-           "DOMAIN_RECORD", "DOMAIN_BATCH", "DOMAIN_OPERATION", "SALT_MIX_COMPONENT", "SALT_OPERATION_INDEX",
-           "SALT_OPERATION_SEED", "SALT_RNG_STATE", "check_seed"]
+__all__ = [
+    "DOMAIN_BATCH",
+    "DOMAIN_OPERATION",
+    "DOMAIN_PERMUTATION",
+    "DOMAIN_RECORD",
+    "MASK64",
+    "SALT_MIX_COMPONENT",
+    "SALT_OPERATION_INDEX",
+    "SALT_OPERATION_SEED",
+    "SALT_RNG_STATE",
+    "check_seed",
+    "derive_seed",
+    "derive_seeds",
+    "mix64",
+    "mix64_array",
+    "mix64_inplace",
+]
 
 MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15

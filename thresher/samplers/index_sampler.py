@@ -128,12 +128,12 @@ class IndexSampler:
         """E * N, or None for an endless stream."""
         return None if self.num_epochs is None else self.num_epochs * self.num_records
 
-    def with_shard_options(self, shard_options: ShardOptions) -> "IndexSampler":
+    def with_shard_options(self, shard_options: ShardOptions) -> IndexSampler:
         """The same global stream, another part of it."""
         return IndexSampler(self.num_records, shuffle=self.shuffle, seed=self.seed,
                             num_epochs=self.num_epochs, shard_options=shard_options)
 
-    def with_block_size(self, block_size: int) -> "IndexSampler":
+    def with_block_size(self, block_size: int) -> IndexSampler:
         """The same sampler with the given block size."""
         return self.with_shard_options(self.shard_options.with_block_size(block_size))
 

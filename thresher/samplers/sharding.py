@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from thresher._validate import check_int
 from thresher.errors import ConfigError
 
-__all__ = ["ShardOptions", "NoSharding", "ShardByJaxProcess"]
+__all__ = ["NoSharding", "ShardByJaxProcess", "ShardOptions"]
 
 
 @dataclass(frozen=True)
@@ -54,18 +54,18 @@ class ShardOptions:
                 f"{self.shard_index} (shard_index >= shard_count)"
             )
 
-    def with_block_size(self, block_size: int) -> "ShardOptions":
+    def with_block_size(self, block_size: int) -> ShardOptions:
         """A plain ShardOptions like this one with the given block size."""
         return ShardOptions(self.shard_index, self.shard_count, self.drop_remainder, block_size)
 
-    def replace(self, **changes: object) -> "ShardOptions":
+    def replace(self, **changes: object) -> ShardOptions:
         """A plain ShardOptions with some fields changed."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(ShardOptions)}
         fields.update(changes)
         return ShardOptions(**fields)
 
 
-def NoSharding() -> ShardOptions:  # noqa: N802 - the Grain name, kept for easy migration
+def NoSharding() -> ShardOptions:
     """One shard holding the whole stream.
 
     Example:

@@ -21,11 +21,11 @@ from thresher.sources.protocol import (
 from thresher.sources.range import RangeDataSource
 
 __all__ = [
+    "DEFAULT_READS_IN_FLIGHT",
     "ArrayRecordSource",
     "ArrayRecordWriter",
     "BatchedDataSource",
     "ConcurrentReadsSource",
-    "DEFAULT_READS_IN_FLIGHT",
     "InMemoryDataSource",
     "RandomAccessDataSource",
     "RangeDataSource",

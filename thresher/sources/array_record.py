@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Any, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Union
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def _items(paths: PathLike | Sequence[PathLike]) -> list[str]:
     return [os.fspath(p) for p in items]
 
 
-def _objects(items: list[str], storage_options: Optional[Mapping[str, Any]]) -> list[RemoteObject]:
+def _objects(items: list[str], storage_options: Mapping[str, Any] | None) -> list[RemoteObject]:
     """URLs and local paths (globs expanded) with their sizes, in order."""
     out: list[RemoteObject] = []
     for p in items:
@@ -145,8 +146,8 @@ class ArrayRecordSource:
     suggested_reads_in_flight = 0
 
     def __init__(self, paths: PathLike | Sequence[PathLike], *,
-                 storage_options: Optional[Mapping[str, Any]] = None, reader: str = "auto",
-                 read_options: Optional[RemoteReadOptions] = None, index: bool = False,
+                 storage_options: Mapping[str, Any] | None = None, reader: str = "auto",
+                 read_options: RemoteReadOptions | None = None, index: bool = False,
                  max_open: int = DEFAULT_MAX_OPEN) -> None:
         if reader not in ("auto", "native", "ranges"):
             raise ConfigError(f"reader must be 'auto', 'native' or 'ranges', got {reader!r}")
@@ -155,7 +156,7 @@ class ArrayRecordSource:
         if remote and reader == "native":
             raise ConfigError(f"reader='native' reads local files only, not {remote[0]!r}; use "
                               "reader='auto' or 'ranges' for URLs")
-        self._ranges: Optional[RangeReader] = None
+        self._ranges: RangeReader | None = None
         if remote or reader == "ranges":
             self._ranges = RangeReader(_objects(items, storage_options), storage_options,
                                        read_options)
@@ -205,7 +206,7 @@ class ArrayRecordSource:
         files = np.searchsorted(self._starts, keys, side="right") - 1
         index = keys - self._starts[files]
         paths = self._paths
-        return [(paths[f], i) for f, i in zip(files.tolist(), index.tolist())]
+        return [(paths[f], i) for f, i in zip(files.tolist(), index.tolist(), strict=False)]
 
     def _reader(self, i: int) -> Any:
         return self._readers.get(i)
@@ -270,12 +271,12 @@ class ArrayRecordSource:
         files = np.searchsorted(self._starts, keys, side="right") - 1
         if self._ranges is not None:
             local = keys - self._starts[files]
-            return self._ranges.read(list(zip(files.tolist(), local.tolist())))
+            return self._ranges.read(list(zip(files.tolist(), local.tolist(), strict=False)))
         out: list[Any] = [None] * len(keys)
         for f in np.unique(files).tolist():
             where = np.flatnonzero(files == f)
             records = self._read(f, (keys[where] - self._starts[f]).tolist())
-            for i, rec in zip(where.tolist(), records):
+            for i, rec in zip(where.tolist(), records, strict=False):
                 out[i] = rec
         return out
 

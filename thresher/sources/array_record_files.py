@@ -28,12 +28,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 __all__ = ["DEFAULT_MAX_OPEN", "INDEX_NAME", "ReaderCache", "record_counts"]
 
@@ -102,10 +104,8 @@ def _save_index(directory: str, entries: dict[str, Any]) -> None:
             json.dump(entries, f, separators=(",", ":"), sort_keys=True)
         os.replace(tmp, path)
     except OSError:
-        try:
+        with contextlib.suppress(OSError):
             os.remove(tmp)
-        except OSError:
-            pass
 
 
 def record_counts(paths: Sequence[str], count: Callable[[str], int] | None = None,
@@ -131,7 +131,7 @@ def record_counts(paths: Sequence[str], count: Callable[[str], int] | None = Non
         for d in {os.path.dirname(os.path.abspath(p)) for p in paths}:
             known[d] = _load_index(d)
     counts: list[int | None] = [None] * len(paths)
-    for i, (p, st) in enumerate(zip(paths, stats)):
+    for i, (p, st) in enumerate(zip(paths, stats, strict=False)):
         d, name = os.path.split(os.path.abspath(p))
         entry = known.get(d, {}).get(name)
         if isinstance(entry, list) and entry[1:] == [st.st_size, st.st_mtime_ns]:
@@ -139,13 +139,13 @@ def record_counts(paths: Sequence[str], count: Callable[[str], int] | None = Non
     missing = [i for i, c in enumerate(counts) if c is None]
     if len(missing) > 1:
         with ThreadPoolExecutor(min(_COUNT_THREADS, len(missing)), thread_name_prefix="thresher-count") as pool:
-            for i, c in zip(missing, pool.map(lambda j: count(paths[j]), missing)):
+            for i, c in zip(missing, pool.map(lambda j: count(paths[j]), missing), strict=False):
                 counts[i] = c
     else:
         for i in missing:
             counts[i] = count(paths[i])
     if index and missing:
-        for i, (p, st) in enumerate(zip(paths, stats)):
+        for i, (p, st) in enumerate(zip(paths, stats, strict=False)):
             d, name = os.path.split(os.path.abspath(p))
             known.setdefault(d, {})[name] = [counts[i], st.st_size, st.st_mtime_ns]
         for d, entries in known.items():

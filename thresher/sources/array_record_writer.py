@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import tempfile
+from collections.abc import Iterable
 from types import TracebackType
-from typing import Any, Iterable, Union
+from typing import Any, Union
 
 from thresher.errors import ConfigError, SourceError
 
@@ -111,7 +113,7 @@ class ArrayRecordWriter:
         finally:
             self._remove_tmp()
 
-    def __enter__(self) -> "ArrayRecordWriter":
+    def __enter__(self) -> ArrayRecordWriter:
         return self
 
     def __exit__(
@@ -127,10 +129,8 @@ class ArrayRecordWriter:
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
-            try:
+            with contextlib.suppress(Exception):
                 self.abort()
-            except Exception:
-                pass
 
 
 def write_array_record(

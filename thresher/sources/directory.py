@@ -17,7 +17,8 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional, Union
+from collections.abc import Mapping
+from typing import Any
 
 from thresher.sources import prepared
 from thresher.sources.prepared.layout import PathLike
@@ -36,8 +37,8 @@ def _is_tfds(path: PathLike) -> bool:
     return os.path.isdir(p) and is_tfds_dir(p)
 
 
-def builder(path: PathLike, *, storage_options: Optional[Mapping[str, Any]] = None,
-            read_options: Any = None) -> Union[prepared.ReadOnlyBuilder, TfdsBuilder]:
+def builder(path: PathLike, *, storage_options: Mapping[str, Any] | None = None,
+            read_options: Any = None) -> prepared.ReadOnlyBuilder | TfdsBuilder:
     """Opens a dataset directory: thresher-prepared or TFDS-written.
 
     For a TFDS directory, ``builder(path).info`` has ``features``, ``splits`` (with
@@ -52,7 +53,7 @@ def builder(path: PathLike, *, storage_options: Optional[Mapping[str, Any]] = No
     return prepared.builder(path, storage_options=storage_options, read_options=read_options)
 
 
-def data_source(path: PathLike, split: Any = None, *, storage_options: Optional[Mapping[str, Any]] = None,
+def data_source(path: PathLike, split: Any = None, *, storage_options: Mapping[str, Any] | None = None,
                 read_options: Any = None) -> Any:
     """Random-access sources over a dataset directory, as ``tfds.data_source`` gives.
 

@@ -20,7 +20,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, TypeVar, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -29,16 +30,16 @@ from thresher.errors import ConfigError, RecordKeyError
 T_co = TypeVar("T_co", covariant=True)
 
 __all__ = [
-    "RandomAccessDataSource",
-    "BatchedDataSource",
-    "supports_batched_reads",
-    "ConcurrentReadsSource",
     "DEFAULT_READS_IN_FLIGHT",
-    "suggested_reads_in_flight",
-    "read_many",
+    "BatchedDataSource",
+    "ConcurrentReadsSource",
+    "RandomAccessDataSource",
     "check_key",
     "check_keys",
+    "read_many",
     "record_locations",
+    "suggested_reads_in_flight",
+    "supports_batched_reads",
 ]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from thresher.errors import ConfigError
 from thresher.sources.protocol import check_key, check_keys

@@ -38,15 +38,15 @@ from thresher.splits.union import SplitUnion
 
 __all__ = [
     "ALL",
+    "ROUNDINGS",
+    "UNITS",
     "AbsoluteInstruction",
     "AbstractSplit",
     "EvenSplit",
-    "ROUNDINGS",
     "ReadInstruction",
     "SplitArg",
     "SplitSizes",
     "SplitUnion",
-    "UNITS",
     "check_split_name",
     "even_splits",
     "parse_split",

@@ -16,19 +16,20 @@ from __future__ import annotations
 import abc
 import dataclasses
 import re
-from typing import Any, Mapping, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from thresher.errors import SplitError
 
 __all__ = [
-    "AbstractSplit",
+    "ALL",
+    "SPLIT_NAME_RE",
     "AbsoluteInstruction",
+    "AbstractSplit",
     "SplitArg",
     "SplitSizes",
-    "split_sizes",
     "check_split_name",
-    "SPLIT_NAME_RE",
-    "ALL",
+    "split_sizes",
 ]
 
 ALL = "all"
@@ -37,7 +38,7 @@ SPLIT_NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
 
 # What ``to_absolute`` accepts for one split: its size (one shard), its shard lengths,
 # or any object with ``shard_lengths`` (a SplitInfo).
-SplitSizeLike = Union[int, Sequence[int], Any]
+SplitSizeLike = int | Sequence[int] | Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +128,7 @@ class AbstractSplit(abc.ABC):
     """
 
     @classmethod
-    def from_spec(cls, spec: "SplitArg") -> "AbstractSplit":
+    def from_spec(cls, spec: SplitArg) -> AbstractSplit:
         """Parses a split string (``"train[:75%]+test"``); a split object is returned as is.
 
         Example:
@@ -150,14 +151,14 @@ class AbstractSplit(abc.ABC):
         """How many records this split reads."""
         return sum(a.num_examples for a in self.to_absolute(split_infos))
 
-    def __add__(self, other: "SplitArg") -> "AbstractSplit":
+    def __add__(self, other: SplitArg) -> AbstractSplit:
         from thresher.splits.union import SplitUnion
 
         if not isinstance(other, (str, AbstractSplit)):
             return NotImplemented
         return SplitUnion.of(self, AbstractSplit.from_spec(other))
 
-    def __radd__(self, other: "SplitArg") -> "AbstractSplit":
+    def __radd__(self, other: SplitArg) -> AbstractSplit:
         from thresher.splits.union import SplitUnion
 
         if not isinstance(other, str):
@@ -165,4 +166,4 @@ class AbstractSplit(abc.ABC):
         return SplitUnion.of(AbstractSplit.from_spec(other), self)
 
 
-SplitArg = Union[str, AbstractSplit]
+SplitArg = str | AbstractSplit

@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from thresher.errors import ConfigError
 from thresher.splits.base import AbsoluteInstruction, AbstractSplit, SplitArg, SplitSizeLike
@@ -98,8 +98,8 @@ def split_for_jax_process(
     split: SplitArg,
     drop_remainder: bool = False,
     *,
-    process_index: Optional[int] = None,
-    process_count: Optional[int] = None,
+    process_index: int | None = None,
+    process_count: int | None = None,
 ) -> EvenSplit:
     """The sub-split of ``split`` for this JAX process: ``even_splits(split,
     jax.process_count(), drop_remainder)[jax.process_index()]``.

@@ -24,7 +24,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from thresher.errors import SplitError
 from thresher.splits.base import AbsoluteInstruction, AbstractSplit, SplitSizeLike, split_sizes

@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Mapping, Optional, Union
+from collections.abc import Mapping
 
 from thresher.errors import SplitError
 from thresher.splits.base import (
@@ -58,8 +58,8 @@ def _diagnose(part: str) -> str:
     return "malformed: expected NAME, NAME[from:to] or NAME[from:to](rounding); " + _HELP
 
 
-def _parse_bound(spec: str, part: str, text: str) -> tuple[Optional[Union[int, float]],
-                                                             Optional[str]]:
+def _parse_bound(spec: str, part: str, text: str) -> tuple[int | float | None,
+                                                             str | None]:
     if text == "":
         return None, None
     m = _BOUND_RE.fullmatch(text)
@@ -67,7 +67,7 @@ def _parse_bound(spec: str, part: str, text: str) -> tuple[Optional[Union[int, f
         raise _fail(spec, part, f"bad slice bound {text!r}: expected an integer, a percent "
                                 "('25%', '1.5%') or a shard ('4shard')")
     val, unit = m.group("val"), m.group("unit") or "abs"
-    number: Union[int, float]
+    number: int | float
     try:
         number = int(val)
     except ValueError:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Mapping, Optional, Union
+from collections.abc import Mapping
 
 from thresher.errors import SplitError
 from thresher.splits.base import (
@@ -40,15 +40,15 @@ from thresher.splits.base import (
     split_sizes,
 )
 
-__all__ = ["ReadInstruction", "UNITS", "ROUNDINGS", "format_bound"]
+__all__ = ["ROUNDINGS", "UNITS", "ReadInstruction", "format_bound"]
 
 UNITS = ("abs", "%", "shard")
 ROUNDINGS = ("closest", "pct1_dropremainder")
 
-Bound = Optional[Union[int, float]]
+Bound = int | float | None
 
 
-def format_bound(value: Union[int, float]) -> str:
+def format_bound(value: int | float) -> str:
     """Writes a slice bound the way the parser reads it back (``10``, ``-2``, ``1.5``)."""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
@@ -180,9 +180,9 @@ class ReadInstruction(AbstractSplit):
             )
         return n + i if i < 0 else i
 
-    def _pct(self, p: Union[int, float], n: int) -> int:
+    def _pct(self, p: int | float, n: int) -> int:
         if self.rounding == "closest":
-            i = int(round(p * n / 100.0))
+            i = round(p * n / 100.0)
         else:
             if n < 100:
                 raise SplitError(

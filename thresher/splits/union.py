@@ -10,7 +10,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from collections.abc import Mapping
 
 from thresher.splits.base import AbsoluteInstruction, AbstractSplit, SplitSizeLike
 
@@ -24,7 +24,7 @@ class SplitUnion(AbstractSplit):
     parts: tuple[AbstractSplit, ...]
 
     @classmethod
-    def of(cls, *splits: AbstractSplit) -> "SplitUnion":
+    def of(cls, *splits: AbstractSplit) -> SplitUnion:
         """Joins splits, flattening nested unions."""
         parts: list[AbstractSplit] = []
         for s in splits:

@@ -15,5 +15,15 @@ from thresher.transforms.map_with_index import MapWithIndexTransform
 from thresher.transforms.operations import Operation, Plan, describe, plan_operations
 from thresher.transforms.random_map import RandomMapTransform
 
-__all__ = ["Batch", "FilterTransform", "MapTransform", "MapWithIndexTransform", "Operation", "Plan", "RandomMapTransform",
-           "describe", "plan_operations", "stack"]
+__all__ = [
+    "Batch",
+    "FilterTransform",
+    "MapTransform",
+    "MapWithIndexTransform",
+    "Operation",
+    "Plan",
+    "RandomMapTransform",
+    "describe",
+    "plan_operations",
+    "stack",
+]

@@ -166,7 +166,7 @@ def _stack(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None
                     f"Batch cannot stack {_path(path)}: {_where(0, positions)} has keys {sorted(map(str, keys))} "
                     f"but {_where(i, positions)} has {got}"
                 )
-        return {k: _stack([e[k] for e in elements], positions, path + (k,), object_arrays) for k in keys}
+        return {k: _stack([e[k] for e in elements], positions, (*path, k), object_arrays) for k in keys}
     if isinstance(first, (tuple, list)):
         n = len(first)
         for i, e in enumerate(elements):
@@ -176,7 +176,7 @@ def _stack(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None
                     f"of {n} but {_where(i, positions)} is a {type(e).__name__} of "
                     f"{len(e) if isinstance(e, (tuple, list)) else '?'}"
                 )
-        parts = [_stack([e[j] for e in elements], positions, path + (j,), object_arrays) for j in range(n)]
+        parts = [_stack([e[j] for e in elements], positions, (*path, j), object_arrays) for j in range(n)]
         if hasattr(first, "_fields"):  # namedtuple
             return type(first)(*parts)
         return type(first)(parts)
@@ -195,10 +195,10 @@ def stack(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None 
         >>> from thresher.transforms.batch import stack
         >>> stack([(1, 2.0), (3, 4.0)])
         (array([1, 3]), array([2., 4.]))
-        >>> stack([{"y": 1}, {"y": "one"}], positions=[10, 11])
+        >>> stack([{"y": 1}, {"y": "one"}], positions=[10, 11])  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        thresher.errors.BatchError: Batch cannot stack leaf ['y']: element 0 (position 10) is an int but element 1 (position 11) is a str. Make the map before the Batch return one type for every record, or pass Batch(..., object_arrays=True) to keep such values in an object array
+        thresher.errors.BatchError: Batch cannot stack leaf ['y']: element 0 (position 10) is an int but element 1 ...
         >>> stack([{"y": 1}, {"y": "one"}], object_arrays=True)["y"]
         array([1, 'one'], dtype=object)
     """

@@ -205,7 +205,7 @@ class MapWithIndexOp(Operation):
         out: list[Any] = []
         append = out.append
         try:
-            for i, e in zip(ctx.global_positions().tolist(), elements):
+            for i, e in zip(ctx.global_positions().tolist(), elements, strict=False):
                 append(fn(i, e))
         except Exception as e:
             raise ElementFailure(len(out), e) from e

@@ -118,7 +118,7 @@ def pack(obj: Any) -> Packed:
             fd = os.memfd_create("thresher-result", os.MFD_CLOEXEC)
             packed.fds.append(fd)
             os.ftruncate(fd, size)
-        for raw, (segment, offset, _) in zip(buffers, layout):
+        for raw, (segment, offset, _) in zip(buffers, layout, strict=False):
             _write_all(packed.fds[segment], raw, offset)
     except BaseException:
         packed.close()
@@ -134,7 +134,7 @@ def unpack(meta: bytes | bytearray, layout: list[tuple[int, int, int]], sizes: l
     """
     views: list[memoryview] = []
     try:
-        for fd, size in zip(fds, sizes):
+        for fd, size in zip(fds, sizes, strict=False):
             mapping = mmap.mmap(fd, size, flags=_MAP_FLAGS, prot=mmap.PROT_READ | mmap.PROT_WRITE)
             views.append(memoryview(mapping))
     finally:

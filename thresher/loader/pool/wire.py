@@ -21,11 +21,13 @@ Example:
 from __future__ import annotations
 
 import array
+import contextlib
 import os
 import pickle
 import socket
 import struct
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["MAX_FDS", "receive", "send"]
 
@@ -82,9 +84,7 @@ def receive(sock: socket.socket) -> tuple[Any, bytes | bytearray, list[int]]:
         meta: bytes | bytearray = _read_exact(sock, meta_n) if meta_n else b""
     except BaseException:
         for fd in received:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         raise
     return head, meta, received

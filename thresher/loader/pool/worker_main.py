@@ -15,6 +15,7 @@ the pool, or died) and ignores SIGINT (Ctrl-C is the main process's to handle).
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import pickle
@@ -37,10 +38,8 @@ from thresher.loader.profiling.stats import BATCH, PACK
 from thresher.loader.read_ahead import Pending, ReadAhead
 from thresher.loader.read_options import ReadOptions
 
-try:  # what an ArrayRecordSource reads with: imported once, in the fork server
+with contextlib.suppress(ImportError):  # what an ArrayRecordSource reads with: imported once, in the fork server
     from array_record.python import array_record_module  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
 
 __all__ = ["ERROR", "OK", "WorkerSpec", "compute", "run", "worker_stages"]
 
@@ -98,7 +97,7 @@ def _record_key(processor: ChunkProcessor, position: int) -> int:
 def _unpicklable(processor: ChunkProcessor, chunk: Chunk, error: Exception) -> TransformError:
     ops = processor.plan.record_ops
     producer = ops[-1].name if ops else "the data source"
-    for element, position in zip(chunk.elements, chunk.positions.tolist()):
+    for element, position in zip(chunk.elements, chunk.positions.tolist(), strict=False):
         try:
             pickle.dumps(element, protocol=5, buffer_callback=lambda _: False)
         except Exception as e:
@@ -201,10 +200,8 @@ class _Tasks:
 def run(index: int, spec: WorkerSpec, conn: Connection, reads: ReadOptions | None = None) -> None:
     """The worker's main loop (the target of its Process)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:  # a crash in an operation (segfault, abort) prints the worker's Python stack
-        faulthandler.enable()
-    except (AttributeError, ValueError, OSError):
-        pass
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        faulthandler.enable()  # a crash in an operation (segfault, abort) prints the worker's Python stack
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     processor: ChunkProcessor | None = None
     load_error: BaseException | None = None

@@ -35,6 +35,7 @@ How workers are started (forkserver, preloads): see worker_start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -45,17 +46,17 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from thresher.errors import ConfigError, WorkerError
-from thresher.loader.main_module import GUARD_HINT, missing_guard, unimportable_main
 from thresher.loader.autotune import read_ahead
 from thresher.loader.chunk import Chunk
+from thresher.loader.main_module import GUARD_HINT, missing_guard, unimportable_main
 from thresher.loader.pool import wire
 from thresher.loader.pool.remote_errors import rebuild_exception
 from thresher.loader.pool.shm import unpack
-from thresher.loader.read_options import ReadOptions
 from thresher.loader.pool.worker_main import ERROR, WorkerSpec, run
 from thresher.loader.pool.worker_start import context, make_worker_spec, prestart, start_method
 from thresher.loader.producer import chunk_bounds
 from thresher.loader.profiling.stats import TRANSFER, WAIT_WORKERS, StatsRecorder
+from thresher.loader.read_options import ReadOptions
 
 __all__ = ["DEFAULT_BUFFER_SIZE", "WorkerPoolProducer", "WorkerSpec", "make_worker_spec", "prestart",
            "start_method"]
@@ -125,10 +126,8 @@ class _Pool:
 
     def send(self, w: int, task: tuple[int, int, int]) -> None:
         self.given[w].append(task)
-        try:
+        with contextlib.suppress(OSError):  # the worker is gone; receive() reports it
             self.conns[w].send(task)
-        except OSError:
-            pass  # the worker is gone; receive() reports it
 
     def _last_task(self, w: int) -> str:
         """What the dead worker ``w`` was doing: the first task it did not deliver."""
@@ -231,10 +230,8 @@ class _Pool:
                 p.kill()
                 p.join(_TERM_S)
         for p in self.procs:
-            try:
+            with contextlib.suppress(ValueError):
                 p.close()
-            except ValueError:
-                pass
 
 
 class WorkerPoolProducer:

@@ -31,13 +31,26 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from thresher.loader.profiling.tracing import Tracer, active_tracer
 
-__all__ = ["LoaderStats", "StageTime", "StatsRecorder", "available_cpus", "bottleneck_hint",
-           "MAIN", "WORKERS", "BATCH", "PACK", "TRANSFER", "WAIT_WORKERS", "NEXT", "OUTSIDE"]
+__all__ = [
+    "BATCH",
+    "MAIN",
+    "NEXT",
+    "OUTSIDE",
+    "PACK",
+    "TRANSFER",
+    "WAIT_WORKERS",
+    "WORKERS",
+    "LoaderStats",
+    "StageTime",
+    "StatsRecorder",
+    "available_cpus",
+    "bottleneck_hint",
+]
 
 MAIN, WORKERS = "main", "workers"
 BATCH = "batch"
@@ -171,8 +184,10 @@ def bottleneck_hint(stats: LoaderStats) -> str:
         >>> from thresher.loader.profiling.stats import LoaderStats, StageTime, bottleneck_hint
         >>> s = LoaderStats(10.0, 6.3, 3.7, 0.1, 100, 12800, 0, 8,
         ...                 (StageTime("read", "main", 5.0, 50, 0.5),))
-        >>> print(bottleneck_hint(s))
-        input-bound: the train loop waited 63% of the time; the loader runs in the train loop's process (worker_count=0): raise worker_count (8 CPUs); slowest stage: read (50% of the time)
+        >>> print(*bottleneck_hint(s).split("; "), sep="\\n")
+        input-bound: the train loop waited 63% of the time
+        the loader runs in the train loop's process (worker_count=0): raise worker_count (8 CPUs)
+        slowest stage: read (50% of the time)
     """
     if stats.batches == 0 or stats.wall_s <= 0:
         return "no batches yet"
@@ -283,11 +298,9 @@ class StatsRecorder:
         if t is None:
             t = side[names] = [0] * (len(names) + 1)
         prev = marks[0]
-        i = 0
-        for m in marks[1:]:
+        for i, m in enumerate(marks[1:]):
             t[i] += m - prev
             prev = m
-            i += 1
         t[-1] += 1
         if worker is not None:
             self.busy[worker] = self.busy.get(worker, 0) + prev - marks[0]

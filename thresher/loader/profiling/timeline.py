@@ -104,7 +104,7 @@ def plot_timeline(trace: TraceLike, path: str | os.PathLike[str], *, title: str 
                       key=lambda e: (e["ts"], -e["dur"]))
         depths = _depths(mine)
         bars: dict[tuple[str, int], list[tuple[float, float]]] = {}
-        for e, d in zip(mine, depths):
+        for e, d in zip(mine, depths, strict=False):
             bars.setdefault((e["name"], d), []).append(((e["ts"] - t0) / 1e3, e["dur"] / 1e3))
         for (name, d), spans in sorted(bars.items(), key=lambda kv: kv[0][1]):
             height = 0.8 * (0.75 ** d)

@@ -38,18 +38,19 @@ import json
 import os
 import threading
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["Tracer", "active_tracer", "trace"]
 
 DEFAULT_MAX_EVENTS = 2_000_000
 """About 300 MB of JSON at most; past it events are counted, not kept."""
 
-_active: list["Tracer"] = []  # the open trace blocks, innermost last (only trace() changes it)
+_active: list[Tracer] = []  # the open trace blocks, innermost last (only trace() changes it)
 _lock = threading.Lock()
 
 
-def active_tracer() -> "Tracer | None":
+def active_tracer() -> Tracer | None:
     """The innermost open trace, or None (the only check made when tracing is off)."""
     return _active[-1] if _active else None
 

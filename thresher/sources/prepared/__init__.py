@@ -22,11 +22,11 @@ from thresher.sources.prepared.source import PreparedSource
 from thresher.sources.prepared.writer import prepare
 
 __all__ = [
-    "DatasetInfo",
     "FORMAT",
     "FORMAT_VERSION",
-    "FileInstruction",
     "INFO_FILE",
+    "DatasetInfo",
+    "FileInstruction",
     "PreparedSource",
     "ReadOnlyBuilder",
     "SplitDict",

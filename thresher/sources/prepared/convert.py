@@ -33,14 +33,15 @@ from __future__ import annotations
 import csv
 import json
 import os
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from thresher.errors import ConfigError, FeatureError, SourceNotFoundError
 from thresher.features import ClassLabel, Feature, Image, Scalar, Tensor, Text
 
-__all__ = ["load_inputs", "IMAGE_SUFFIXES"]
+__all__ = ["IMAGE_SUFFIXES", "load_inputs"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 _IMAGE_NAMES = {"image", "images", "img"}
@@ -92,7 +93,7 @@ def _load_arrays(items: Sequence[str]) -> dict[str, np.ndarray]:
 
 
 def _array_features(splits: Mapping[str, dict[str, np.ndarray]], class_labels: set[str],
-                    images: set[str], encoding: Optional[str]) -> dict[str, Feature]:
+                    images: set[str], encoding: str | None) -> dict[str, Feature]:
     first = next(iter(splits.values()))
     for name, arrays in splits.items():
         if set(arrays) != set(first):
@@ -112,7 +113,7 @@ def _array_features(splits: Mapping[str, dict[str, np.ndarray]], class_labels: s
                                            and not shape)
         if is_image:
             if len(shape) == 2:
-                shape = shape + (1,)
+                shape = (*shape, 1)
                 for s in splits.values():
                     s[key] = s[key][..., None]
             features[key] = Image(shape, encoding=encoding or "none")
@@ -221,7 +222,7 @@ def _infer(values: list[Any], where: str) -> Feature:
 
 
 def _table_features(splits: Mapping[str, list[dict[str, Any]]], class_labels: set[str],
-                    images: set[str], encoding: Optional[str], channels: int) -> dict[str, Any]:
+                    images: set[str], encoding: str | None, channels: int) -> dict[str, Any]:
     rows = [r for rs in splits.values() for r in rs]
     if not rows:
         raise ConfigError("the tables have no rows")
@@ -254,7 +255,7 @@ def load_inputs(
     *,
     class_labels: Sequence[str] = (),
     images: Sequence[str] = (),
-    image_encoding: Optional[str] = None,
+    image_encoding: str | None = None,
     channels: int = 3,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(features, {split: examples})`` for ``thresher.prepare``, from local inputs.

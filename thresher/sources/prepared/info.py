@@ -17,7 +17,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from thresher.errors import DatasetInfoError, FeatureError, SourceNotFoundError, SplitError
 from thresher.features import RECORD_VERSION, Feature, as_feature, feature_from_json
@@ -33,7 +34,7 @@ from thresher.sources.remote.fs import is_url, join, read_bytes
 from thresher.splits import AbsoluteInstruction, SplitArg, check_split_name, resolve_split
 from thresher.splits.base import SplitSizes
 
-__all__ = ["SplitInfo", "SubSplitInfo", "SplitDict", "DatasetInfo", "FileInstruction"]
+__all__ = ["DatasetInfo", "FileInstruction", "SplitDict", "SplitInfo", "SubSplitInfo"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +63,7 @@ class SplitInfo(SplitSizes):
     def file_instructions(self, instruction: AbsoluteInstruction) -> list[FileInstruction]:
         """The shard ranges that hold records ``[instruction.from_, instruction.to)``."""
         out, start = [], 0
-        for filename, length in zip(self.filenames, self.shard_lengths):
+        for filename, length in zip(self.filenames, self.shard_lengths, strict=False):
             lo, hi = max(instruction.from_, start), min(instruction.to, start + length)
             if lo < hi:
                 out.append(FileInstruction(filename, lo - start, hi - lo))
@@ -148,7 +149,7 @@ class DatasetInfo:
     description: str
     features: Feature
     splits: SplitDict
-    data_dir: Optional[str] = None
+    data_dir: str | None = None
     shuffled: bool = True
 
     def to_json(self) -> dict[str, Any]:
@@ -172,8 +173,8 @@ class DatasetInfo:
         return json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
 
     @classmethod
-    def from_json(cls, d: Any, data_dir: Optional[str] = None,
-                  where: str = INFO_FILE) -> "DatasetInfo":
+    def from_json(cls, d: Any, data_dir: str | None = None,
+                  where: str = INFO_FILE) -> DatasetInfo:
         """Validates and loads the JSON object; DatasetInfoError says what is wrong."""
 
         def bad(why: str) -> DatasetInfoError:
@@ -182,7 +183,7 @@ class DatasetInfo:
         def field(obj: dict[str, Any], key: str, kind: Any, what: str) -> Any:
             if key not in obj:
                 raise bad(f"missing field {key!r}{what}")
-            if not isinstance(obj[key], kind) or isinstance(obj[key], bool) and kind is not bool:
+            if not isinstance(obj[key], kind) or (isinstance(obj[key], bool) and kind is not bool):
                 raise bad(f"field {key!r}{what} has the wrong type: {obj[key]!r}")
             return obj[key]
 
@@ -242,7 +243,7 @@ class DatasetInfo:
 
     @classmethod
     def read(cls, data_dir: PathLike,
-             storage_options: Optional[Mapping[str, Any]] = None) -> "DatasetInfo":
+             storage_options: Mapping[str, Any] | None = None) -> DatasetInfo:
         """Reads ``data_dir/dataset_info.json`` (``data_dir`` may be a URL)."""
         d = os.fspath(data_dir)
         path = join(d, INFO_FILE)
@@ -265,5 +266,5 @@ class DatasetInfo:
                                    "was truncated. Re-create the dataset") from None
         return cls.from_json(obj, data_dir=d, where=path)
 
-    def with_features(self, features: Any) -> "DatasetInfo":
+    def with_features(self, features: Any) -> DatasetInfo:
         return dataclasses.replace(self, features=as_feature(features))

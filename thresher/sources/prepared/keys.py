@@ -29,7 +29,7 @@ from typing import Any
 
 from thresher.errors import ConfigError
 
-__all__ = ["key_bytes", "sort_key", "bucket_of", "BUCKET_BITS", "describe_key"]
+__all__ = ["BUCKET_BITS", "bucket_of", "describe_key", "key_bytes", "sort_key"]
 
 BUCKET_BITS = 10
 _INT = struct.Struct(">Q")

@@ -14,8 +14,16 @@ import os
 import re
 from typing import Union
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "INFO_FILE", "TEMP_MARK", "DATASET_NAME_RE",
-           "shard_filename", "is_temp_dir", "PathLike"]
+__all__ = [
+    "DATASET_NAME_RE",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "INFO_FILE",
+    "TEMP_MARK",
+    "PathLike",
+    "is_temp_dir",
+    "shard_filename",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -19,7 +19,8 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional, Union
+from collections.abc import Mapping
+from typing import Any
 
 from thresher.errors import IncompleteDatasetError, SourceNotFoundError
 from thresher.sources.prepared.info import DatasetInfo
@@ -31,7 +32,7 @@ from thresher.splits import SplitArg
 
 __all__ = ["ReadOnlyBuilder", "builder", "data_source"]
 
-SplitSelection = Union[None, SplitArg, list, tuple]
+SplitSelection = SplitArg | list | tuple | None
 
 
 def _incomplete(path: str, shards: list[str]) -> IncompleteDatasetError:
@@ -41,7 +42,7 @@ def _incomplete(path: str, shards: list[str]) -> IncompleteDatasetError:
         "tool). Re-create it with thresher.prepare()")
 
 
-def _check_dir(path: str, storage_options: Optional[Mapping[str, Any]] = None) -> None:
+def _check_dir(path: str, storage_options: Mapping[str, Any] | None = None) -> None:
     if is_temp_dir(path):
         raise IncompleteDatasetError(
             f"{path!r} is the working directory of a thresher.prepare() that did not finish "
@@ -80,8 +81,8 @@ class ReadOnlyBuilder:
     inconsistent ``dataset_info.json``).
     """
 
-    def __init__(self, path: PathLike, *, storage_options: Optional[Mapping[str, Any]] = None,
-                 read_options: Optional[RemoteReadOptions] = None) -> None:
+    def __init__(self, path: PathLike, *, storage_options: Mapping[str, Any] | None = None,
+                 read_options: RemoteReadOptions | None = None) -> None:
         text = os.fspath(path)
         self.data_dir = text.rstrip("/") if is_url(text) else os.path.abspath(text)
         self._storage_options, self._read_options = storage_options, read_options
@@ -107,8 +108,8 @@ class ReadOnlyBuilder:
                               read_options=self._read_options)
 
 
-def builder(path: PathLike, *, storage_options: Optional[Mapping[str, Any]] = None,
-            read_options: Optional[RemoteReadOptions] = None) -> ReadOnlyBuilder:
+def builder(path: PathLike, *, storage_options: Mapping[str, Any] | None = None,
+            read_options: RemoteReadOptions | None = None) -> ReadOnlyBuilder:
     """Opens a prepared dataset directory or URL (see :class:`ReadOnlyBuilder`).
 
     Example:
@@ -128,8 +129,8 @@ def builder(path: PathLike, *, storage_options: Optional[Mapping[str, Any]] = No
 
 
 def data_source(path: PathLike, split: SplitSelection = None, *,
-                storage_options: Optional[Mapping[str, Any]] = None,
-                read_options: Optional[RemoteReadOptions] = None) -> Any:
+                storage_options: Mapping[str, Any] | None = None,
+                read_options: RemoteReadOptions | None = None) -> Any:
     """Random-access sources over a prepared dataset, as ``tfds.data_source`` gives.
 
     Args:

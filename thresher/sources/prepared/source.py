@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Any, Mapping, Optional, Sequence, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -41,8 +42,8 @@ class PreparedSource(ShardedRecords):
 
     def __init__(self, info: DatasetInfo, split: str,
                  instructions: Sequence[AbsoluteInstruction], *,
-                 storage_options: Optional[Mapping[str, Any]] = None,
-                 read_options: Optional[RemoteReadOptions] = None) -> None:
+                 storage_options: Mapping[str, Any] | None = None,
+                 read_options: RemoteReadOptions | None = None) -> None:
         assert info.data_dir is not None
         self.info = info
         self.split = split
@@ -53,7 +54,7 @@ class PreparedSource(ShardedRecords):
         pieces: list[tuple[int, int, int]] = []  # (file index, skip, take)
         for a in instructions:
             split_info = info.splits[a.split]
-            lengths = dict(zip(split_info.filenames, split_info.shard_lengths))
+            lengths = dict(zip(split_info.filenames, split_info.shard_lengths, strict=False))
             for fi in split_info.file_instructions(a):
                 path = join(info.data_dir, fi.filename)
                 if path not in index:
@@ -68,12 +69,12 @@ class PreparedSource(ShardedRecords):
                 f"prepared dataset {info.data_dir!r} is incomplete: {len(missing)} shard "
                 f"file(s) listed in dataset_info.json are missing, e.g. "
                 f"{os.path.basename(missing[0])!r}. Re-create the dataset")
-        self._reader: Optional[ArrayRecordSource] = None
+        self._reader: ArrayRecordSource | None = None
         if files:
             self._reader = ArrayRecordSource([glob.escape(p) for p in files],
                                              storage_options=storage_options,
                                              read_options=read_options)
-            for path, want, got in zip(files, expected, self._reader.file_lengths):
+            for path, want, got in zip(files, expected, self._reader.file_lengths, strict=False):
                 if want != got:
                     raise DatasetInfoError(
                         f"shard {os.path.basename(path)!r} of {info.data_dir!r} has {got} "
@@ -139,4 +140,4 @@ class PreparedSource(ShardedRecords):
         try:
             return self._codec.decode_many(records)
         except CorruptSourceError:
-            return [self._decode(r, int(k)) for r, k in zip(records, keys)]
+            return [self._decode(r, int(k)) for r, k in zip(records, keys, strict=False)]

@@ -31,13 +31,15 @@ from __future__ import annotations
 import dataclasses
 import glob
 import hashlib
+import itertools
 import math
 import os
 import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union, cast
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -61,7 +63,7 @@ from thresher.sources.remote.commit import exists, publish_tree
 from thresher.sources.remote.fs import is_url
 from thresher.splits import check_split_name
 
-__all__ = ["prepare", "shuffle_key", "shard_bounds", "commit_dataset", "check_prepare_args", "TARGET_SHARD_BYTES"]
+__all__ = ["TARGET_SHARD_BYTES", "check_prepare_args", "commit_dataset", "prepare", "shard_bounds", "shuffle_key"]
 
 TARGET_SHARD_BYTES = 256 << 20
 _DOMAIN_PREPARE = 0x50524550  # "PREP"
@@ -74,7 +76,7 @@ def shuffle_key(split: str) -> int:
     return derive_seed(_DOMAIN_PREPARE, int.from_bytes(digest, "little"))
 
 
-def shard_bounds(count: int, nbytes: int, num_shards: Optional[int]) -> list[int]:
+def shard_bounds(count: int, nbytes: int, num_shards: int | None) -> list[int]:
     """Where the shards of a split of ``count`` records (``nbytes`` of records) start and end.
 
     Example:
@@ -104,7 +106,7 @@ def _rows(columns: Mapping[str, Any], where: str) -> tuple[Iterator[Any], int]:
     return (row(columns, i) for i in range(n)), n
 
 
-def _progress(enabled: bool, total: Optional[int], desc: str) -> Any:
+def _progress(enabled: bool, total: int | None, desc: str) -> Any:
     if not enabled:
         return None
     try:
@@ -134,7 +136,7 @@ class _SplitWriter:
     """Writes one split into the temporary directory."""
 
     def __init__(self, tmp: str, dataset: str, split: str, codec: RecordCodec,
-                 num_shards: Optional[int], shuffle: bool, progress: bool,
+                 num_shards: int | None, shuffle: bool, progress: bool,
                  keyed: bool = False) -> None:
         self.tmp, self.dataset, self.split = tmp, dataset, split
         self.codec, self.num_shards, self.shuffle, self.progress = (
@@ -174,7 +176,7 @@ class _SplitWriter:
         return SplitInfo(self.split, tuple(lengths), size, self.dataset)
 
     def _spill(self, examples: Any, spill: str) -> tuple[int, int]:
-        total: Optional[int]
+        total: int | None
         if isinstance(examples, Mapping):
             if self.keyed:
                 raise ConfigError(f"split {self.split!r}: keyed=True needs an iterable of (key, "
@@ -215,7 +217,7 @@ class _SplitWriter:
         """Spill positions in increasing sort-key order (keys.py); refuses duplicate keys."""
         sks = self.sort_keys
         order = sorted(range(len(sks)), key=sks.__getitem__)
-        for a, b in zip(order, order[1:]):
+        for a, b in itertools.pairwise(order):
             if sks[a] == sks[b]:
                 raise ConfigError(f"split {self.split!r}: examples {a} and {b} have the same key "
                                   f"{describe_key(sks[a][8:] if self.shuffle else sks[a])}; keys "
@@ -224,7 +226,7 @@ class _SplitWriter:
         return np.asarray(order, dtype=np.int64)
 
 
-def _dataset_name(path: str, name: Optional[str]) -> str:
+def _dataset_name(path: str, name: str | None) -> str:
     if name is None:
         base = os.path.basename(os.path.normpath(path))
         name = "".join(c if c.isalnum() or c in "_.-" else "_" for c in base).lstrip("._-")
@@ -241,7 +243,7 @@ class PrepareArgs:
 
     target: str
     dataset: str
-    shard_counts: dict[str, Optional[int]]
+    shard_counts: dict[str, int | None]
     codec: RecordCodec
     version: str
     description: str
@@ -249,7 +251,7 @@ class PrepareArgs:
 
 
 def check_prepare_args(path: PathLike, split_names: Sequence[str], features: Any,
-                       num_shards: Union[None, int, Mapping[str, int]], name: Optional[str],
+                       num_shards: int | Mapping[str, int] | None, name: str | None,
                        version: str, description: str, shuffle: bool,
                        overwrite: bool) -> PrepareArgs:
     """Checks ``prepare``'s arguments; ConfigError names the one that is wrong."""
@@ -300,20 +302,20 @@ def commit_dataset(tmp: str, args: PrepareArgs, infos: Sequence[SplitInfo]) -> N
 
 def prepare(
     path: PathLike,
-    splits: Mapping[str, Union[Iterable[Any], Mapping[str, Any]]],
+    splits: Mapping[str, Iterable[Any] | Mapping[str, Any]],
     *,
     features: Any,
-    num_shards: Union[None, int, Mapping[str, int]] = None,
-    name: Optional[str] = None,
+    num_shards: int | Mapping[str, int] | None = None,
+    name: str | None = None,
     version: str = "1.0.0",
     description: str = "",
     shuffle: bool = True,
     overwrite: bool = False,
     progress: bool = True,
     keyed: bool = False,
-    beam_runner: Optional[str] = None,
-    beam_options: Optional[Mapping[str, Any]] = None,
-    storage_options: Optional[Mapping[str, Any]] = None,
+    beam_runner: str | None = None,
+    beam_options: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> DatasetInfo:
     """Writes a prepared dataset directory that ``thresher.data_source`` reads.
 

@@ -23,14 +23,15 @@ import contextlib
 import os
 import shutil
 import tempfile
-from typing import Any, Iterator, Mapping, Optional
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from thresher.errors import ConfigError, SourceError
 from thresher.sources.remote.fs import describe_error, filesystem, is_url, join, read_bytes
 
-__all__ = ["exists", "read_text", "write_text", "staging", "publish_tree"]
+__all__ = ["exists", "publish_tree", "read_text", "staging", "write_text"]
 
-StorageOptions = Optional[Mapping[str, Any]]
+StorageOptions = Mapping[str, Any] | None
 
 
 def exists(path: str, storage_options: StorageOptions = None) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 from thresher.errors import ConfigError
 from thresher.sources.remote.varint import FormatError, read_varint
 
-__all__ = ["decompress", "COMPRESSIONS"]
+__all__ = ["COMPRESSIONS", "decompress"]
 
 NONE, BROTLI, ZSTD, SNAPPY = 0, 0x62, 0x7A, 0x73
 COMPRESSIONS = {NONE: "none", BROTLI: "brotli", ZSTD: "zstd", SNAPPY: "snappy"}

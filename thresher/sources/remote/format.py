@@ -41,17 +41,17 @@ from thresher.sources.remote.compression import decompress
 from thresher.sources.remote.varint import FormatError, decode_varints, read_varint
 
 __all__ = [
-    "BLOCK_SIZE",
     "ARRAY_RECORD_MAGIC",
-    "FormatError",
+    "BLOCK_SIZE",
     "ChunkHeader",
     "FileIndex",
+    "FormatError",
     "add_with_overhead",
+    "decode_varints",
+    "parse_footer",
+    "parse_postscript",
     "read_chunk",
     "simple_chunk_records",
-    "decode_varints",
-    "parse_postscript",
-    "parse_footer",
 ]
 
 BLOCK_SIZE = 1 << 16

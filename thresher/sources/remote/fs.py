@@ -18,15 +18,26 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from thresher.errors import ConfigError, CorruptSourceError, SourceError, SourceNotFoundError
 
-__all__ = ["RemoteObject", "is_url", "local_path", "join", "filesystem", "expand", "list_names",
-           "read_bytes", "read_range", "describe_error"]
+__all__ = [
+    "RemoteObject",
+    "describe_error",
+    "expand",
+    "filesystem",
+    "is_url",
+    "join",
+    "list_names",
+    "local_path",
+    "read_bytes",
+    "read_range",
+]
 
 _GLOB_CHARS = frozenset("*?[")
-StorageOptions = Optional[Mapping[str, Any]]
+StorageOptions = Mapping[str, Any] | None
 
 
 def is_url(path: str) -> bool:
@@ -144,7 +155,7 @@ def _one(url: str, storage_options: StorageOptions) -> RemoteObject:
     return RemoteObject(url, int(info["size"]), _version(info))
 
 
-def list_names(url: str, storage_options: StorageOptions = None) -> Optional[list[str]]:
+def list_names(url: str, storage_options: StorageOptions = None) -> list[str] | None:
     """The names of the objects directly under ``url``; None if there are none at all."""
     fs, path = filesystem(url, storage_options)
     try:

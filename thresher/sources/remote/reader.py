@@ -37,7 +37,8 @@ import os
 import tempfile
 import threading
 import weakref
-from typing import Any, Callable, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,7 @@ from thresher.sources.remote.format import (
 )
 from thresher.sources.remote.fs import RemoteObject, describe_error, filesystem, is_url, read_range
 
-__all__ = ["RemoteReadOptions", "RangeReader"]
+__all__ = ["RangeReader", "RemoteReadOptions"]
 
 _FOOTER_GUESS = 64 << 10
 _INDEXES: dict[tuple[str, int, str], FileIndex] = {}
@@ -83,7 +84,7 @@ class RemoteReadOptions:
     max_gap_bytes: int = 4 << 10
     max_concurrency: int = 32
     timeout: float = 60.0
-    footer_cache_dir: Optional[str] = None
+    footer_cache_dir: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_request_bytes", "max_gap_bytes", "max_concurrency"):
@@ -124,12 +125,12 @@ class RangeReader:
     """
 
     def __init__(self, objects: Sequence[RemoteObject],
-                 storage_options: Optional[Mapping[str, Any]] = None,
-                 options: Optional[RemoteReadOptions] = None) -> None:
+                 storage_options: Mapping[str, Any] | None = None,
+                 options: RemoteReadOptions | None = None) -> None:
         self.objects = list(objects)
         self.storage_options = dict(storage_options or {})
         self.options = options or RemoteReadOptions()
-        self._local: Optional[dict[str, Any]] = None
+        self._local: dict[str, Any] | None = None
         self.requests = 0
         self.bytes_read = 0
 
@@ -179,7 +180,7 @@ class RangeReader:
 
     # --- footers -------------------------------------------------------------------
 
-    def _cache_file(self, f: int) -> Optional[str]:
+    def _cache_file(self, f: int) -> str | None:
         folder = self.options.footer_cache_dir
         if folder is None:
             return None
@@ -332,7 +333,7 @@ class RangeReader:
                 tasks.append((what, functools.partial(self._serve, r, what)))
                 requests.append(r)
         chunks: dict[tuple[int, int], tuple[list[int], bytes]] = {}
-        for r, res in zip(requests, self._run(tasks)):
+        for r, res in zip(requests, self._run(tasks), strict=False):
             for c, decoded in res.items():
                 chunks[(r.file, c)] = decoded
         out = []
@@ -351,7 +352,7 @@ class RangeReader:
         self._local = None
 
 
-def _read_cached(path: str, size: int) -> Optional[FileIndex]:
+def _read_cached(path: str, size: int) -> FileIndex | None:
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = [int(x) for x in z["meta"]]

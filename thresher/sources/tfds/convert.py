@@ -29,7 +29,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Optional
+from typing import Any
 
 from thresher.errors import ConfigError, DatasetInfoError
 from thresher.sources.array_record_writer import ArrayRecordWriter
@@ -55,7 +55,7 @@ def _convert_split(info: TfdsInfo, split: TfdsSplitInfo, out_dir: str, bar: Any,
                               split.num_shards)
     targets = shard_filenames(split.template, info.name, split.name, "array_record",
                               split.num_shards)
-    for src, dst, want in zip(sources, targets, split.shard_lengths):
+    for src, dst, want in zip(sources, targets, split.shard_lengths, strict=False):
         path = os.path.join(info.data_dir, src)
         if not os.path.isfile(path):
             raise DatasetInfoError(f"shard {path!r} listed in {INFO_FILE} does not exist: the "
@@ -85,7 +85,7 @@ def _write_info(obj: dict[str, Any], directory: str) -> None:
         raise
 
 
-def convert(path: str, out: Optional[str] = None, *, progress: bool = True,
+def convert(path: str, out: str | None = None, *, progress: bool = True,
             verify: bool = True) -> str:
     """Converts a tfrecord TFDS dataset (a version or dataset directory) to ArrayRecord.
 
@@ -111,7 +111,7 @@ def convert(path: str, out: Optional[str] = None, *, progress: bool = True,
             for split in info.tfds_splits:
                 _convert_split(info, split, info.data_dir, bar, verify)
             alternatives = list(obj.get("alternativeFileFormats") or [])
-            obj["alternativeFileFormats"] = alternatives + ["array_record"]
+            obj["alternativeFileFormats"] = [*alternatives, "array_record"]
             _write_info(obj, info.data_dir)
             return info.data_dir
         out = os.path.abspath(out)

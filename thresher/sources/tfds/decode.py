@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import io
 import zlib
-from typing import Any, Optional, Sequence as Seq
+from collections.abc import Sequence as Seq
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ _OBJ = np.dtype(object)
 
 
 def reshape_ragged(values: np.ndarray, row_lengths: list[np.ndarray],
-                   shape: tuple[Optional[int], ...]) -> Any:
+                   shape: tuple[int | None, ...]) -> Any:
     """TFDS's reshape of flat values with ragged row lengths (lists of arrays).
 
     Example:
@@ -134,7 +135,7 @@ class _Leaf:
     """One flattened leaf: its path, feature, sequence dims and how it is stored."""
 
     def __init__(self, path: tuple[str, ...], feature: TfdsFeature,
-                 seq: tuple[Optional[int], ...]) -> None:
+                 seq: tuple[int | None, ...]) -> None:
         self.path = path
         self.name = "/".join(path)
         self.feature = feature
@@ -174,7 +175,7 @@ class _Leaf:
             value = self._get(flat, self.name + "/value", where).astype(self.dtype)
             shape = self._get(flat, self.name + "/shape", where)
             assert isinstance(self.feature, Tensor)
-            dims = [int(s) if d is None else d for s, d in zip(shape, self.feature.shape)]
+            dims = [int(s) if d is None else d for s, d in zip(shape, self.feature.shape, strict=False)]
             return self._reshape(value, dims, where)
         key = self.name + "/ragged_flat_values" if self.rank > 1 else self.name
         raw = self._get(flat, key, where)
@@ -195,7 +196,7 @@ class _Leaf:
             raise CorruptSourceError(f"{where}: feature {key!r} has {values.size} values, "
                                      f"which do not fit shape {self.shape}: {e}") from None
 
-    def _reshape(self, value: np.ndarray, dims: Seq[Optional[int]], where: str) -> np.ndarray:
+    def _reshape(self, value: np.ndarray, dims: Seq[int | None], where: str) -> np.ndarray:
         try:
             return value.reshape([-1 if d is None else d for d in dims])
         except ValueError as e:
@@ -250,11 +251,11 @@ class _Leaf:
 
 
 def _leaves(feature: TfdsFeature, path: tuple[str, ...],
-            seq: tuple[Optional[int], ...]) -> list[_Leaf]:
+            seq: tuple[int | None, ...]) -> list[_Leaf]:
     if isinstance(feature, FeaturesDict):
-        return [leaf for k, v in feature.items() for leaf in _leaves(v, path + (k,), seq)]
+        return [leaf for k, v in feature.items() for leaf in _leaves(v, (*path, k), seq)]
     if isinstance(feature, Sequence):
-        return _leaves(feature.feature, path, seq + (feature.length,))
+        return _leaves(feature.feature, path, (*seq, feature.length))
     if isinstance(feature, (Tensor, Text, Image)):
         return [_Leaf(path, feature, seq)]
     raise FeatureError(f"unsupported feature {feature!r}")  # pragma: no cover

@@ -20,16 +20,27 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterator, Mapping, Optional
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
 from thresher.errors import FeatureError
 
-__all__ = ["TfdsFeature", "Tensor", "ClassLabel", "Text", "Image", "Sequence", "FeaturesDict",
-           "feature_from_tfds_json", "load_label_names", "Shape"]
+__all__ = [
+    "ClassLabel",
+    "FeaturesDict",
+    "Image",
+    "Sequence",
+    "Shape",
+    "Tensor",
+    "Text",
+    "TfdsFeature",
+    "feature_from_tfds_json",
+    "load_label_names",
+]
 
-Shape = tuple[Optional[int], ...]
+Shape = tuple[int | None, ...]
 _PREFIX = "tensorflow_datasets.core.features."
 # TFDS's dtype names in features.json -> NumPy (strings are "string"/"object"/"str")
 _STRINGS = ("string", "str", "object", "bytes")
@@ -76,7 +87,7 @@ class Tensor(TfdsFeature):
 class ClassLabel(Tensor):
     """A class id (int64) with ``num_classes`` and, when TFDS saved them, ``names``."""
 
-    def __init__(self, num_classes: int, names: Optional[list[str]] = None) -> None:
+    def __init__(self, num_classes: int, names: list[str] | None = None) -> None:
         super().__init__((), "int64", tfds_class="ClassLabel")
         self.num_classes = num_classes
         self.names = names
@@ -123,7 +134,7 @@ class Image(TfdsFeature):
 class Sequence(TfdsFeature):
     """A variable (``length=None``) or fixed length sequence of a feature."""
 
-    def __init__(self, feature: TfdsFeature, length: Optional[int],
+    def __init__(self, feature: TfdsFeature, length: int | None,
                  tfds_class: str = "Sequence") -> None:
         self.feature = feature
         self.length = length
@@ -131,7 +142,7 @@ class Sequence(TfdsFeature):
 
     def __repr__(self) -> str:
         if self.tfds_class == "Video" and isinstance(self.feature, Image):
-            return f"Video(Image(shape={(self.length,) + self.feature.shape}))"
+            return f"Video(Image(shape={(self.length, *self.feature.shape)}))"
         return f"Sequence({self.feature!r}, length={self.length})"
 
 

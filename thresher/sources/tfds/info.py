@@ -20,15 +20,22 @@ import json
 import os
 import re
 import string
-from typing import Any, Optional, cast
+from typing import Any, cast
 
 from thresher.errors import DatasetInfoError, FeatureError, SourceNotFoundError, SplitError
 from thresher.sources.prepared.info import SplitDict, SplitInfo
 from thresher.sources.tfds.features import TfdsFeature, feature_from_tfds_json, load_label_names
 from thresher.splits import check_split_name
 
-__all__ = ["TfdsInfo", "TfdsSplitInfo", "shard_filenames", "is_tfds_dir", "version_dir",
-           "FILE_FORMATS", "DEFAULT_TEMPLATE"]
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "FILE_FORMATS",
+    "TfdsInfo",
+    "TfdsSplitInfo",
+    "is_tfds_dir",
+    "shard_filenames",
+    "version_dir",
+]
 
 INFO_FILE = "dataset_info.json"
 FEATURES_FILE = "features.json"
@@ -80,7 +87,7 @@ def is_tfds_dir(path: str) -> bool:
     return isinstance(obj, dict) and "format" not in obj and isinstance(obj.get("splits"), list)
 
 
-def version_dir(path: str, strict: bool = True) -> Optional[str]:
+def version_dir(path: str, strict: bool = True) -> str | None:
     """``path`` if it holds ``dataset_info.json``, else its newest ``X.Y.Z`` subdirectory
     that does (None, or SourceNotFoundError when ``strict``, if there is none)."""
     if os.path.isfile(os.path.join(path, INFO_FILE)):
@@ -129,7 +136,7 @@ class TfdsInfo:
     data_dir: str
     file_format: str
     alternative_file_formats: tuple[str, ...] = ()
-    supervised_keys: Optional[tuple[str, ...]] = None
+    supervised_keys: tuple[str, ...] | None = None
     config_name: str = ""
     raw: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
@@ -146,10 +153,10 @@ class TfdsInfo:
     @property
     def has_array_record(self) -> bool:
         """Whether the shards exist as ArrayRecord files (random access)."""
-        return "array_record" in (self.file_format,) + self.alternative_file_formats
+        return "array_record" in (self.file_format, *self.alternative_file_formats)
 
     @classmethod
-    def read(cls, path: str) -> "TfdsInfo":
+    def read(cls, path: str) -> TfdsInfo:
         """Reads a TFDS version directory (or the newest version of a dataset directory)."""
         d = version_dir(os.path.abspath(os.fspath(path)))
         assert d is not None
@@ -170,7 +177,7 @@ class TfdsInfo:
             raise bad(f"fileFormat {file_format!r} is not one thresher reads ({FILE_FORMATS}); "
                       "the dataset was written by a newer or differently configured TFDS. "
                       "Re-generate it with file_format='array_record'")
-        readable = "array_record" if "array_record" in (file_format,) + alternatives else (
+        readable = "array_record" if "array_record" in (file_format, *alternatives) else (
             "tfrecord")
         splits = [_split(s, i, name, readable, bad) for i, s in
                   enumerate(obj.get("splits") or [])]
@@ -236,7 +243,7 @@ def _features(d: str, obj: dict[str, Any], bad: Any) -> TfdsFeature:
     return features
 
 
-def _supervised_keys(obj: Any) -> Optional[tuple[str, ...]]:
+def _supervised_keys(obj: Any) -> tuple[str, ...] | None:
     if not isinstance(obj, dict):
         return None
     if "input" in obj and "output" in obj:

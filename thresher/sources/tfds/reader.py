@@ -16,7 +16,7 @@ Example (on the TFDS-written test fixture of this repository):
 from __future__ import annotations
 
 import os
-from typing import Any, Union
+from typing import Any
 
 from thresher.errors import ConversionRequiredError
 from thresher.sources.tfds.info import TfdsInfo
@@ -25,7 +25,7 @@ from thresher.splits import SplitArg
 
 __all__ = ["TfdsBuilder"]
 
-SplitSelection = Union[None, SplitArg, list, tuple, Any]
+SplitSelection = SplitArg | list | tuple | Any | None
 
 
 class TfdsBuilder:
@@ -39,7 +39,7 @@ class TfdsBuilder:
     ConversionRequiredError naming ``thresher convert``.
     """
 
-    def __init__(self, path: Union[str, "os.PathLike[str]"]) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.info: TfdsInfo = TfdsInfo.read(os.fspath(path))
         self.data_dir = self.info.data_dir
 

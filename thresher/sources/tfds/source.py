@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Any, Optional, Sequence, cast
+from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class TfdsSource(ShardedRecords):
         starts_of_file: list[int] = []
         for a in instructions:
             split_info = info.splits[a.split]
-            per_file = dict(zip(split_info.filenames, split_info.shard_lengths))
+            per_file = dict(zip(split_info.filenames, split_info.shard_lengths, strict=False))
             for fi in split_info.file_instructions(a):
                 path = os.path.join(info.data_dir, fi.filename)
                 if path not in index:
@@ -65,10 +66,10 @@ class TfdsSource(ShardedRecords):
                 f"(one of {len(missing)} missing) is listed in dataset_info.json but does not "
                 "exist; the download or copy is incomplete. Copy or regenerate the dataset")
         self._paths = files
-        self._reader: Optional[ArrayRecordSource] = None
+        self._reader: ArrayRecordSource | None = None
         if files:
             self._reader = ArrayRecordSource([glob.escape(p) for p in files])
-            for path, want, got in zip(files, lengths, self._reader.file_lengths):
+            for path, want, got in zip(files, lengths, self._reader.file_lengths, strict=False):
                 if want != got:
                     raise DatasetInfoError(
                         f"shard {path!r} has {got} records but dataset_info.json says {want}: "
@@ -122,4 +123,4 @@ class TfdsSource(ShardedRecords):
             return self._codec.decode_many(records)
         except CorruptSourceError:  # redo one by one to name the record
             return [self._codec.decode(r, self._where(int(g), int(k)))
-                    for r, g, k in zip(records, global_keys, keys)]
+                    for r, g, k in zip(records, global_keys, keys, strict=False)]

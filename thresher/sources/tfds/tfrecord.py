@@ -19,15 +19,16 @@ Example:
 from __future__ import annotations
 
 import struct
-from typing import IO, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import IO
 
 from thresher.errors import CorruptSourceError
 
-__all__ = ["crc32c", "masked_crc", "read_records", "frame_record"]
+__all__ = ["crc32c", "frame_record", "masked_crc", "read_records"]
 
 _POLY = 0x82F63B78
 _TABLE: list[int] = []
-_FAST: Optional[Callable[[bytes], int]] = None
+_FAST: Callable[[bytes], int] | None = None
 _LOOKED = False
 
 
@@ -41,7 +42,7 @@ def _table() -> list[int]:
     return _TABLE
 
 
-def _fast() -> Optional[Callable[[bytes], int]]:
+def _fast() -> Callable[[bytes], int] | None:
     global _FAST, _LOOKED
     if not _LOOKED:
         _LOOKED = True

@@ -18,13 +18,13 @@ Example:
 
 from __future__ import annotations
 
-from typing import Iterator, Union
+from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["parse_example", "Value", "decode_varints", "WireError"]
+__all__ = ["Value", "WireError", "decode_varints", "parse_example"]
 
-Value = Union[list[bytes], np.ndarray]
+Value = list[bytes] | np.ndarray
 
 _EMPTY_F = np.zeros(0, np.float32)
 _EMPTY_I = np.zeros(0, np.int64)
