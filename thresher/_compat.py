@@ -26,6 +26,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from thresher._validate import is_int
 from thresher.errors import ConfigError, ConfigTypeError, InvalidStateError
 
 if TYPE_CHECKING:  # imported where used: samplers and transforms import this module
@@ -106,7 +107,7 @@ def check_read_options(obj: Any, where: str) -> Any:
     if obj is None:
         return None
     values = [getattr(obj, name, None) for name in ("num_threads", "prefetch_buffer_size")]
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+    if not all(is_int(v, minimum=0) for v in values):
         raise ConfigError(f"{where} got {obj!r}: pass ReadOptions(num_threads=..., prefetch_buffer_size=...) "
                           "with ints >= 0, or None")
     return obj

@@ -15,11 +15,25 @@ Example:
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import numpy as np
 
 from thresher.errors import ConfigError
 
-__all__ = ["check_count", "check_int"]
+__all__ = ["check_count", "check_int", "is_int"]
+
+
+def is_int(value: object, minimum: int | None = None, maximum: int | None = None) -> TypeGuard[int | np.integer]:
+    """True for an int (or NumPy int, never a bool) in ``[minimum, maximum]``.
+
+    Example:
+        >>> is_int(3, minimum=0), is_int(True), is_int(2**63, maximum=2**62), is_int(np.int64(5))
+        (True, False, False, True)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        return False
+    return (minimum is None or int(value) >= minimum) and (maximum is None or int(value) <= maximum)
 
 
 def check_int(
@@ -27,28 +41,26 @@ def check_int(
     name: str,
     *,
     minimum: int | None = None,
+    maximum: int | None = None,
     optional: bool = False,
     error: type[Exception] = ConfigError,
     also: str = "",
 ) -> int | None:
     """``value`` as an int (None when ``optional`` and None); raises ``error`` naming ``name``.
 
-    ``minimum`` is the smallest allowed value; ``also`` names other values the
+    ``minimum`` and ``maximum`` bound the allowed values; ``also`` names other values the
     caller accepts (for the message). The message says what is allowed.
     """
     if value is None and optional:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, np.integer))
-        or (minimum is not None and value < minimum)
-    ):
+    if is_int(value, minimum, maximum):
+        return int(value)
+    if maximum is None:
         bound = "" if minimum is None else f" >= {minimum}"
-        allowed = (
-            f"an int{bound}" + (" or None" if optional else "") + (f" or {also}" if also else "")
-        )
-        raise error(f"{name} must be {allowed}, got {value!r}")
-    return int(value)
+    else:
+        bound = f" <= {maximum}" if minimum is None else f" in [{minimum}, {maximum}]"
+    allowed = f"an int{bound}" + (" or None" if optional else "") + (f" or {also}" if also else "")
+    raise error(f"{name} must be {allowed}, got {value!r}")
 
 
 def check_count(

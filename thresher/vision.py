@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import check_count
 from thresher.errors import ConfigError, TransformError
 
 __all__ = ["decode_random_resized_crop", "open_jpeg", "random_resized_crop_box", "resized_crop_flip"]
@@ -201,8 +202,7 @@ def decode_random_resized_crop(data: bytes, rng: np.random.Generator, size: int 
         >>> next(iter(loader)).shape
         (4, 224, 224, 3)
     """
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ConfigError(f"size must be an int >= 1, got {size!r}")
+    check_count(size, "size", minimum=1)
     if backend not in ("pillow", "opencv"):
         raise ConfigError(f"backend must be 'pillow' or 'opencv', got {backend!r}")
     img = open_jpeg(data)

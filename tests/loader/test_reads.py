@@ -77,7 +77,7 @@ def test_sources_declare_their_reads_in_flight() -> None:
     assert th.ReadOptions(num_threads=2).threads_for(wh.Waiting(4, suggested=48)) == 2
     assert th.ReadOptions().threads_for(th.sources.RangeDataSource(0, 4)) == 0  # batched reads: inline
     assert isinstance(wh.Waiting(4, suggested=8), th.sources.ConcurrentReadsSource)
-    with pytest.raises(th.errors.ConfigError, match="suggested_reads_in_flight=-1"):
+    with pytest.raises(th.errors.ConfigError, match=r"suggested_reads_in_flight \(declared by .*got -1"):
         _loader(wh.Waiting(4, suggested=-1), 4, None)
 
 

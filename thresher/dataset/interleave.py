@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import check_count
 from thresher.dataset.views import read_extended
 from thresher.errors import ConfigError
 from thresher.sources.protocol import check_key, read_many
@@ -124,8 +125,7 @@ class InterleaveView:
     def __init__(self, components: Sequence[Any], lengths: Sequence[int], cycle_length: int,
                  block_length: int = 1) -> None:
         for name, v in (("cycle_length", cycle_length), ("block_length", block_length)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"interleave {name} must be an int >= 1, got {v!r}")
+            check_count(v, f"interleave {name}", minimum=1)
         if len(components) != len(lengths):
             raise ConfigError("interleave: one length per dataset")
         self._components = list(components)

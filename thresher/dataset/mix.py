@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import check_count
 from thresher.errors import ConfigError, RecordKeyError
 from thresher.randomness.permutation import Permutation
 from thresher.randomness.seeds import derive_seed
@@ -88,8 +89,7 @@ class MixSchedule:
         w = [float(x) for x in weights]
         if not w or any(not np.isfinite(x) or x < 0 for x in w) or sum(w) <= 0:
             raise ConfigError(f"mix weights must be finite, >= 0 and not all 0; got {list(weights)}")
-        if isinstance(period, bool) or not isinstance(period, int) or period < 1:
-            raise ConfigError(f"mix period must be an int >= 1, got {period!r}")
+        check_count(period, "mix period", minimum=1)
         self.weights = w
         self.period = period
         self.seed = seed

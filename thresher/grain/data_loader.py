@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from thresher._compat import as_shard_options
+from thresher._validate import check_count
 from thresher.errors import ConfigError
 from thresher.loader.data_loader import DataLoader as _DataLoader
 from thresher.loader.iterator import DataLoaderIterator as _DataLoaderIterator
@@ -81,8 +82,7 @@ class DataLoader(_DataLoader):
     def __init__(self, *, data_source: Any, sampler: IndexSampler, operations: Sequence[Any] = (),
                  worker_count: int | None = 0, worker_buffer_size: int = 1, shard_options: Any = None,
                  read_options: Any = None, enable_profiling: bool = False) -> None:
-        if isinstance(worker_buffer_size, bool) or not isinstance(worker_buffer_size, int) or worker_buffer_size < 0:
-            raise ConfigError(f"worker_buffer_size must be an int >= 0, got {worker_buffer_size!r}")
+        check_count(worker_buffer_size, "worker_buffer_size")
         if isinstance(sampler, IndexSampler):
             sampler = _sampler_with(sampler, shard_options)
         super().__init__(data_source, sampler, list(operations),

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from thresher.errors import ConfigError
+from thresher._validate import check_count
 
 __all__ = ["MultiprocessingOptions", "ReadOptions"]
 
 
 def _count(value: object, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{what} must be an int >= 0, got {value!r}")
+    check_count(value, what)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from thresher._validate import is_int
 from thresher.errors import ConfigError
 from thresher.sources.protocol import suggested_reads_in_flight
 
@@ -55,10 +56,10 @@ class ReadOptions:
 
     def __post_init__(self) -> None:
         n = self.num_threads
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_READ_THREADS):
+        if n is not None and not is_int(n, minimum=0, maximum=MAX_READ_THREADS):
             raise ConfigError(f"ReadOptions(num_threads={n!r}): must be None or an int in [0, {MAX_READ_THREADS}]")
         p = self.prefetch_buffer_size
-        if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+        if not is_int(p, minimum=0):
             raise ConfigError(f"ReadOptions(prefetch_buffer_size={p!r}): must be an int >= 0")
         t = self.timeout_s
         if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):

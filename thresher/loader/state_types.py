@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from thresher._validate import check_int, is_int
 from thresher.errors import InvalidStateError
 from thresher.loader.skips import SkipRanges
 from thresher.samplers.geometry import ShardGeometry
@@ -150,10 +151,8 @@ class Geometry(ShardGeometry):
             )
         aligned = _require(d, "aligned", (bool,), where)
         batch_size = d.get("batch_size")
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                       or not 1 <= batch_size < _MAX_GEOMETRY):
-            raise InvalidStateError(f"state['geometry']['batch_size'] must be None or an int >= 1, "
-                                    f"got {batch_size!r}")
+        check_int(batch_size, "state['geometry']['batch_size']", minimum=1, maximum=_MAX_GEOMETRY, optional=True,
+                  error=InvalidStateError)
         if not isinstance(d.get("drop_remainder", False), bool):
             raise InvalidStateError(f"state['geometry']['drop_remainder'] must be a bool, "
                                     f"got {d['drop_remainder']!r}")
@@ -185,7 +184,7 @@ class MixSegment:
     @classmethod
     def from_json(cls, mix: Any) -> MixSegment:
         def count(x: Any) -> bool:
-            return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= _MAX_POSITION
+            return isinstance(x, int) and is_int(x, minimum=0, maximum=_MAX_POSITION)
 
         def weight(x: Any) -> bool:
             return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
@@ -230,7 +229,7 @@ class Extensions:
         mix = extra.get("mix")
         pack = extra.get("pack")
         rows = pack.get("rows") if isinstance(pack, dict) else None
-        ok_rows = isinstance(rows, int) and not isinstance(rows, bool) and 0 <= rows <= _MAX_POSITION
+        ok_rows = isinstance(rows, int) and is_int(rows, minimum=0, maximum=_MAX_POSITION)
         skips = SkipRanges.from_json(extra["skips"]) if "skips" in extra else SkipRanges()
         return cls(None if mix is None else MixSegment.from_json(mix), rows if ok_rows else None, skips)
 

@@ -25,7 +25,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from thresher.errors import ConfigError, RecordKeyError
+from thresher._validate import check_count
+from thresher.errors import RecordKeyError
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -101,9 +102,7 @@ def suggested_reads_in_flight(source: object) -> int:
     """
     declared = getattr(source, "suggested_reads_in_flight", None)
     if declared is not None:
-        if isinstance(declared, bool) or not isinstance(declared, int) or declared < 0:
-            raise ConfigError(f"{source!r} declares suggested_reads_in_flight={declared!r}: it must be an int >= 0")
-        return declared
+        return check_count(declared, f"suggested_reads_in_flight (declared by {source!r})")
     return 0 if supports_batched_reads(source) else DEFAULT_READS_IN_FLIGHT
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from thresher._validate import check_count
 from thresher.errors import ConfigError
 from thresher.splits.base import AbsoluteInstruction, AbstractSplit, SplitArg, SplitSizeLike
 from thresher.splits.parse import parse_split
@@ -43,8 +44,7 @@ class EvenSplit(AbstractSplit):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "split", parse_split(self.split))
-        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            raise ConfigError(f"even_splits: n must be an int >= 1, got {self.count!r}")
+        check_count(self.count, "even_splits: n", minimum=1)
         if not isinstance(self.index, int) or not 0 <= self.index < self.count:
             raise ConfigError(
                 f"even_splits: index must be in [0, {self.count}), got {self.index!r}"
@@ -89,8 +89,7 @@ def even_splits(split: SplitArg, n: int, drop_remainder: bool = False) -> list[E
         [2, 2, 2, 2]
     """
     parsed = parse_split(split)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ConfigError(f"even_splits: n must be an int >= 1, got {n!r}")
+    check_count(n, "even_splits: n", minimum=1)
     return [EvenSplit(parsed, i, n, bool(drop_remainder)) for i in range(n)]
 
 

@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from thresher._validate import is_int
 from thresher.errors import DatasetInfoError, FeatureError, SourceNotFoundError, SplitError
 from thresher.features import RECORD_VERSION, Feature, as_feature, feature_from_json
 from thresher.sources.prepared.layout import (
@@ -221,8 +222,7 @@ class DatasetInfo:
             except SplitError as e:
                 raise bad(str(e)) from None
             lengths = field(s, "shard_lengths", list, what)
-            if not lengths or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
-                                      for x in lengths):
+            if not lengths or not all(is_int(x, minimum=0) for x in lengths):
                 raise bad(f"shard_lengths of split {split_name!r} must be a non-empty list of "
                           f"ints >= 0, got {lengths!r}")
             n = field(s, "num_examples", int, what)
@@ -230,9 +230,9 @@ class DatasetInfo:
                 raise bad(f"split {split_name!r}: num_examples is {n} but its shard_lengths add "
                           f"up to {sum(lengths)}")
             num_bytes = s.get("num_bytes", 0)
-            if isinstance(num_bytes, bool) or not isinstance(num_bytes, int) or num_bytes < 0:
+            if not is_int(num_bytes, minimum=0):
                 raise bad(f"num_bytes of split {split_name!r} must be an int >= 0, got {num_bytes!r}")
-            splits.append(SplitInfo(split_name, tuple(lengths), num_bytes, name))
+            splits.append(SplitInfo(split_name, tuple(lengths), int(num_bytes), name))
         names = [s.name for s in splits]
         if len(set(names)) != len(names):
             raise bad(f"duplicate split names in {names}")

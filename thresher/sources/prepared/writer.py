@@ -43,6 +43,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from thresher._validate import check_int
 from thresher.errors import ConfigError, FeatureError
 from thresher.features import RecordCodec, as_feature
 from thresher.randomness.permutation import Permutation
@@ -268,8 +269,7 @@ def check_prepare_args(path: PathLike, split_names: Sequence[str], features: Any
     shard_counts = {s: num_shards.get(s) if isinstance(num_shards, Mapping) else num_shards
                     for s in split_names}
     for s, n in shard_counts.items():
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ConfigError(f"num_shards for split {s!r} must be an int >= 1, got {n!r}")
+        check_int(n, f"num_shards for split {s!r}", minimum=1, optional=True)
     if not isinstance(version, str) or not version:
         raise ConfigError(f"version must be a non-empty string, got {version!r}")
     codec = RecordCodec(as_feature(features))
