@@ -39,6 +39,7 @@ from thresher._compat import as_shard_options, transform_function
 from thresher.dataset import nodes as N
 from thresher.dataset.compile import Compiled, compile_chain
 from thresher.dataset.iterator import DatasetIterator, PackIterator
+from thresher.dataset.mix import MixSchedule
 from thresher.dataset.optimize import explain_text, optimize
 from thresher.dataset.padding import _check_pad_to
 from thresher.dataset.rebatch_iterator import RebatchIterator
@@ -138,8 +139,6 @@ class Dataset:
         w = tuple(float(x) for x in (weights if weights is not None else [1.0] * len(ds)))
         if len(w) != len(ds):
             raise ConfigError(f"Dataset.mix got {len(ds)} datasets but {len(w)} weights")
-        from thresher.dataset.mix import MixSchedule
-
         MixSchedule(w, period, seed)  # validates
         return Dataset((N.Mix(at=0, datasets=ds, weights=w, period=period,
                               seed=None if seed is None else check_seed(seed)),))

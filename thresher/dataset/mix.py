@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from thresher._validate import check_count
+from thresher.dataset.views import ENDLESS
 from thresher.errors import ConfigError, RecordKeyError
 from thresher.randomness.permutation import Permutation
 from thresher.randomness.seeds import derive_seed
@@ -194,8 +195,6 @@ class MixView:
             p = schedule.position_of(j, n - self.offsets[j])
             if p is not None:
                 ends.append(p)
-        from thresher.dataset.views import ENDLESS
-
         self.endless = not ends
         self._len = ENDLESS if not ends else self.origin + min(ends)
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher.dataset.views import ENDLESS
 from thresher.errors import ConfigError, TransformError
 from thresher.loader.chunk import ChunkProcessor
 from thresher.sources.protocol import check_key
@@ -223,8 +224,6 @@ class PackView:
         self.seq_len, self.window, self.truncate = seq_len, window, truncate
         n = processor.sampler.local_length
         self._positions = n
-        from thresher.dataset.views import ENDLESS
-
         self._len = ENDLESS if n is None else -(-n // window)
 
     def __len__(self) -> int:
