@@ -21,6 +21,7 @@ from thresher.sources.protocol import check_key, check_keys
 from thresher.sources.remote.fs import is_url, join
 from thresher.sources.remote.reader import RemoteReadOptions
 from thresher.sources.sharded_records import ShardedRecords
+from thresher.sources.tfds.batch import BatchDecoder
 from thresher.sources.tfds.decode import TfdsCodec
 from thresher.sources.tfds.files import DatasetDir
 from thresher.sources.tfds.info import TfdsInfo
@@ -46,6 +47,7 @@ class TfdsSource(ShardedRecords):
         self.info = info
         self.split = split
         self._codec = TfdsCodec(info.features)
+        self._batch = BatchDecoder(self._codec)
         files: list[str] = []
         lengths: list[int] = []
         index: dict[str, int] = {}
@@ -134,6 +136,9 @@ class TfdsSource(ShardedRecords):
         assert self._reader is not None
         global_keys = self._global(keys)
         records = self._reader.__getitems__(cast(Sequence[int], global_keys))
+        fast = self._batch.decode(records)
+        if fast is not None:
+            return fast
         try:
             return self._codec.decode_many(records)
         except CorruptSourceError:  # redo one by one to name the record
