@@ -20,7 +20,8 @@ import s3fs
 import thresher as th
 from tests.sources.remote.s3_server import S3Server
 from tests.sources.tfds.expected import DATA, assert_same, load
-from thresher.errors import ConversionRequiredError, SourceNotFoundError
+from thresher.errors import ConfigError, ConversionRequiredError, SourceNotFoundError
+from thresher.sources.tfds.convert import convert
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +126,8 @@ def test_tfrecord_dataset_in_a_bucket_is_refused_with_what_to_do(memory: Any) ->
     with pytest.raises(ConversionRequiredError, match=r"tfrecord.*thresher convert"):
         th.data_source(url, split="train")
     assert th.builder(url).info.file_format == "tfrecord"  # the info is still readable
+    with pytest.raises(ConfigError, match="local directories"):
+        convert(url)
 
 
 def test_missing_shard_in_a_bucket_is_named(memory: Any) -> None:
