@@ -7,11 +7,14 @@ a separate environment (it is not committed)::
     python3 -m venv /tmp/tfds-gen && /tmp/tfds-gen/bin/pip install tensorflow-cpu \\
         tensorflow-datasets array_record
     /tmp/tfds-gen/bin/python benchmarks/tfds_read.py make /tmp/mnist_like
+    /tmp/tfds-gen/bin/python benchmarks/tfds_read.py make /tmp/like --kind cifar --records 20000
+    /tmp/tfds-gen/bin/python benchmarks/tfds_read.py make /tmp/like --kind tabular --records 20000
 
 Then, in thresher's environment (the test extra has tensorflow-datasets, which reads
 array_record datasets without TensorFlow, and Grain)::
 
     python benchmarks/tfds_read.py run /tmp/mnist_like/mnist_like [--records 20000] [--repeats 3]
+    python benchmarks/tfds_read.py run /tmp/like/cifar_like --no-workers
 
 Rows (records/s with decode; medians of ``--repeats``; ratios against TFDS in the same run):
 
@@ -36,38 +39,74 @@ import numpy as np
 BATCH = 128
 
 
-def make(path: str, n: int = 60_000) -> None:
+KINDS = ("mnist", "cifar", "tabular")
+
+
+def _features(tfds: Any, kind: str) -> Any:
+    f = tfds.features
+    if kind == "mnist":
+        return f.FeaturesDict({"image": f.Image(shape=(28, 28, 1)), "label": f.ClassLabel(num_classes=10)})
+    if kind == "cifar":
+        return f.FeaturesDict({"id": f.Text(), "image": f.Image(shape=(32, 32, 3)),
+                               "label": f.ClassLabel(num_classes=10)})
+    return f.FeaturesDict({"dense": f.Tensor(shape=(32,), dtype=np.float32),
+                           "ids": f.Tensor(shape=(16,), dtype=np.int64),
+                           "mask": f.Tensor(shape=(4,), dtype=np.bool_),
+                           "label": f.ClassLabel(num_classes=10)})
+
+
+def _example(kind: str, i: int, rng: np.random.Generator) -> dict[str, Any]:
+    label = int(rng.integers(0, 10))
+    if kind == "tabular":
+        return {"dense": rng.normal(size=32).astype(np.float32),
+                "ids": rng.integers(0, 2**40, 16), "mask": rng.random(4) < 0.5, "label": label}
+    side, channels = (28, 1) if kind == "mnist" else (32, 3)
+    yy, xx = np.mgrid[:side, :side]
+    # a blob whose place depends on the label, plus noise: compresses like digits
+    cy, cx = 8 + 2 * (label % 5), 8 + 3 * (label // 5)
+    img = 255 * np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / 30.0)
+    img = img[:, :, None] + rng.normal(0, 20, (side, side, channels))
+    img = np.clip(img, 0, 255).astype(np.uint8)
+    out = {"image": img, "label": label}
+    if kind == "cifar":
+        out["id"] = f"train_{i:05d}"
+    return out
+
+
+def make(path: str, n: int = 60_000, kind: str = "mnist") -> None:
+    """Writes ``<path>/<kind>_like/3.0.1`` with tensorflow-datasets (images need TensorFlow)."""
     import tensorflow_datasets as tfds
 
-    class MnistLike(tfds.core.GeneratorBasedBuilder):
-        """28x28 grey PNG digits-like images with a label."""
+    class Like(tfds.core.GeneratorBasedBuilder):
+        """A dataset shaped like MNIST, CIFAR-10 or a small tabular one."""
 
         VERSION = tfds.core.Version("3.0.1")
+        name = f"{kind}_like"
 
         def _info(self) -> Any:
-            return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict({
-                "image": tfds.features.Image(shape=(28, 28, 1)),
-                "label": tfds.features.ClassLabel(num_classes=10)}),
-                supervised_keys=("image", "label"))
+            keys = None if kind == "tabular" else ("image", "label")
+            return tfds.core.DatasetInfo(builder=self, features=_features(tfds, kind),
+                                         supervised_keys=keys)
 
         def _split_generators(self, dl_manager: Any) -> Any:
             return {"train": self._generate_examples(n)}
 
         def _generate_examples(self, count: int) -> Any:
             rng = np.random.default_rng(0)
-            yy, xx = np.mgrid[:28, :28]
             for i in range(count):
-                label = int(rng.integers(0, 10))
-                # a blob whose place depends on the label, plus noise: compresses like digits
-                cy, cx = 8 + 2 * (label % 5), 8 + 3 * (label // 5)
-                img = 255 * np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / 30.0)
-                img = img + rng.normal(0, 20, img.shape)
-                img = np.clip(img, 0, 255).astype(np.uint8)
-                yield i, {"image": img[:, :, None], "label": label}
+                yield i, _example(kind, i, rng)
 
-    builder = MnistLike(data_dir=path, file_format="array_record")
+    builder = Like(data_dir=path, file_format="array_record")
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(num_shards=4))
     print(f"written: {builder.data_dir}", file=sys.stderr)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.array_equal(a, b)) and np.asarray(a).dtype == np.asarray(b).dtype
+    return type(a) is type(b) and a == b
 
 
 def _rate(fn: Callable[[], int]) -> float:
@@ -114,7 +153,7 @@ def _drain(loader: Any, records: int) -> int:
     return n
 
 
-def run(path: str, records: int, repeats: int) -> None:
+def run(path: str, records: int, repeats: int, workers: bool = True) -> None:
     import grain.python as grain
     import tensorflow_datasets as tfds
 
@@ -127,8 +166,7 @@ def run(path: str, records: int, repeats: int) -> None:
     records = min(records, len(ours))
     keys = np.random.default_rng(0).permutation(len(ours))[:records]
     for k in keys[:50].tolist():  # the same values
-        a, b = ours[k], theirs[k]
-        assert a["label"] == b["label"] and np.array_equal(a["image"], b["image"])
+        assert _same(ours[k], theirs[k]), k
     _in_process(ours, theirs, keys[:1000])  # warm the page cache and the decoders
     runs = [_in_process(ours, theirs, keys) for _ in range(repeats)]
     rows = [("in process",) + tuple(statistics.median(r[i] for r in runs) for i in range(3))]
@@ -151,7 +189,8 @@ def run(path: str, records: int, repeats: int) -> None:
                                   operations=[grain.Batch(BATCH)], worker_count=2)
         return _drain(loader, records)
 
-    rows.append(("2 workers",) + _paired(thresher_workers, grain_workers, repeats))
+    if workers:
+        rows.append(("2 workers",) + _paired(thresher_workers, grain_workers, repeats))
     print(f"{records} records, {repeats} repeats (median), batch {BATCH}")
     print(f"{'':12} {'thresher rec/s':>16} {'tfds rec/s':>12} {'ratio':>7}")
     for name, a, b, ratio in rows:
@@ -164,15 +203,19 @@ def main() -> None:
     m = sub.add_parser("make", help="write the dataset (needs TensorFlow + tensorflow-datasets)")
     m.add_argument("path")
     m.add_argument("--records", type=int, default=60_000)
+    m.add_argument("--kind", choices=KINDS, default="mnist",
+                   help="mnist: 28x28x1 PNG + label; cifar: 32x32x3 PNG + text id + label; "
+                        "tabular: float32 (32,), int64 (16,), bool (4,) tensors + label")
     r = sub.add_parser("run", help="compare thresher and tfds.data_source on it")
     r.add_argument("path", help="the directory given to make (or its version directory)")
     r.add_argument("--records", type=int, default=20_000)
     r.add_argument("--repeats", type=int, default=3)
+    r.add_argument("--no-workers", action="store_true", help="only the in-process row")
     args = p.parse_args()
     if args.cmd == "make":
-        make(args.path, args.records)
+        make(args.path, args.records, args.kind)
     else:
-        run(args.path, args.records, args.repeats)
+        run(args.path, args.records, args.repeats, not args.no_workers)
 
 
 if __name__ == "__main__":

@@ -29,12 +29,13 @@ from thresher.sources.tfds.reader import TfdsBuilder
 __all__ = ["builder", "data_source"]
 
 
-def _is_tfds(path: PathLike) -> bool:
+def _tfds_path(path: PathLike, storage_options: Mapping[str, Any] | None) -> str | None:
+    """The path of a TFDS-written directory (``~`` expanded), or None for anything else."""
     p = os.fspath(path)
     if is_url(p):
-        return False  # TFDS directories in buckets are not read yet: only prepared ones
+        return p if is_tfds_dir(p, storage_options) else None
     p = os.path.expanduser(p)
-    return os.path.isdir(p) and is_tfds_dir(p)
+    return p if os.path.isdir(p) and is_tfds_dir(p) else None
 
 
 def builder(path: PathLike, *, storage_options: Mapping[str, Any] | None = None,
@@ -44,12 +45,13 @@ def builder(path: PathLike, *, storage_options: Mapping[str, Any] | None = None,
     For a TFDS directory, ``builder(path).info`` has ``features``, ``splits`` (with
     ``num_examples``, ``shard_lengths``, and any split expression as key),
     ``file_format`` and ``supervised_keys``. For a prepared one see
-    :func:`thresher.sources.prepared.builder`. A prepared directory may be a URL
-    (``s3://bucket/ds/1.0.0``), with fsspec ``storage_options`` and the byte-range
-    reader's ``read_options``.
+    :func:`thresher.sources.prepared.builder`. Either kind may be a URL
+    (``s3://bucket/ds/1.0.0``, ``gs://bucket/tensorflow_datasets/mnist``), with fsspec
+    ``storage_options`` and the byte-range reader's ``read_options``.
     """
-    if _is_tfds(path):
-        return TfdsBuilder(os.path.expanduser(os.fspath(path)))
+    tfds_path = _tfds_path(path, storage_options)
+    if tfds_path is not None:
+        return TfdsBuilder(tfds_path, storage_options=storage_options, read_options=read_options)
     return prepared.builder(path, storage_options=storage_options, read_options=read_options)
 
 
@@ -59,13 +61,13 @@ def data_source(path: PathLike, split: Any = None, *, storage_options: Mapping[s
 
     Args:
         path: a thresher-prepared directory, a TFDS version directory, or a TFDS dataset
-            directory (its newest version is read).
+            directory (its newest version is read); any of them may be a URL.
         split: None for ``{split name: source}``; a split string, a thresher or TFDS
             split object (``tfds.even_splits(...)`` items, ``tfds.core.ReadInstruction``)
             for one source; a list of them for a list of sources.
-        storage_options: fsspec options, for a prepared directory given as a URL.
-        read_options: the byte-range reader's options, for a prepared directory given as a
-            URL (see :func:`thresher.sources.prepared.data_source`).
+        storage_options: fsspec options, for a directory given as a URL.
+        read_options: the byte-range reader's options, for a directory given as a URL
+            (see :func:`thresher.sources.prepared.data_source`).
 
     On a TFDS directory, key ``k`` is the record ``tfds.data_source`` returns at ``k``,
     decoded to the same values. See :func:`thresher.sources.prepared.data_source` for

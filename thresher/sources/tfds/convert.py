@@ -33,6 +33,7 @@ from typing import Any
 
 from thresher.errors import ConfigError, DatasetInfoError
 from thresher.sources.array_record_writer import ArrayRecordWriter
+from thresher.sources.remote.fs import is_url
 from thresher.sources.tfds.info import INFO_FILE, TfdsInfo, TfdsSplitInfo, shard_filenames
 from thresher.sources.tfds.tfrecord import read_records
 
@@ -97,6 +98,11 @@ def convert(path: str, out: str | None = None, *, progress: bool = True,
 
     Returns the directory to read (``thresher.data_source(result, split=...)``).
     """
+    for where in (path, out):
+        if where is not None and is_url(os.fspath(where)):
+            raise ConfigError(f"thresher convert works on local directories, not {where!r}: "
+                              "copy the dataset from the bucket (e.g. `gsutil -m cp -r URL DIR`), "
+                              "convert the copy, and read it or upload the result")
     info = TfdsInfo.read(path)
     if info.has_array_record and out is None:
         return info.data_dir

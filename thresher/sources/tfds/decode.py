@@ -274,6 +274,11 @@ class TfdsCodec:
     def __repr__(self) -> str:
         return f"TfdsCodec({self.features!r})"
 
+    @property
+    def leaves(self) -> list[_Leaf]:
+        """The flattened leaves, in the order their values are put in an example."""
+        return list(self._leaves)
+
     def decode(self, record: bytes, where: str = "record") -> dict[str, Any]:
         """The example TFDS's data source returns for ``record`` (nested dict)."""
         try:

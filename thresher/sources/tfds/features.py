@@ -19,9 +19,8 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -254,15 +253,22 @@ def feature_from_tfds_json(obj: Any, dataset: str, path: str = "") -> TfdsFeatur
     return build(content, bad)
 
 
-def load_label_names(feature: TfdsFeature, data_dir: str, name: str = "") -> None:
-    """Reads ``<name>.labels.txt`` files (nested names joined by ``-``) into ClassLabels."""
+class _TextFiles(Protocol):
+    def has(self, name: str) -> bool: ...
+
+    def read_text(self, name: str) -> str: ...
+
+
+def load_label_names(feature: TfdsFeature, files: _TextFiles, name: str = "") -> None:
+    """Reads ``<name>.labels.txt`` files (nested names joined by ``-``) into ClassLabels.
+
+    ``files`` is the dataset directory (a :class:`~thresher.sources.tfds.files.DatasetDir`).
+    """
     if isinstance(feature, FeaturesDict):
         for key, child in feature.items():
-            load_label_names(child, data_dir, f"{name}-{key}" if name else key)
+            load_label_names(child, files, f"{name}-{key}" if name else key)
     elif isinstance(feature, Sequence):
-        load_label_names(feature.feature, data_dir, name)
-    elif isinstance(feature, ClassLabel):
-        path = os.path.join(data_dir, f"{name}.labels.txt")
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                feature.names = [n.strip() for n in f.read().split("\n") if n.strip()]
+        load_label_names(feature.feature, files, name)
+    elif isinstance(feature, ClassLabel) and files.has(f"{name}.labels.txt"):
+        text = files.read_text(f"{name}.labels.txt")
+        feature.names = [n.strip() for n in text.split("\n") if n.strip()]

@@ -20,11 +20,14 @@ import json
 import os
 import re
 import string
+from collections.abc import Mapping
 from typing import Any, cast
 
-from thresher.errors import DatasetInfoError, FeatureError, SourceNotFoundError, SplitError
+from thresher.errors import DatasetInfoError, FeatureError, SourceError, SourceNotFoundError, SplitError
 from thresher.sources.prepared.info import SplitDict, SplitInfo
+from thresher.sources.remote.fs import is_url
 from thresher.sources.tfds.features import TfdsFeature, feature_from_tfds_json, load_label_names
+from thresher.sources.tfds.files import DatasetDir
 from thresher.splits import check_split_name
 
 __all__ = [
@@ -74,38 +77,37 @@ class TfdsSplitInfo(SplitInfo):
                                self.num_shards)
 
 
-def is_tfds_dir(path: str) -> bool:
-    """True if ``path`` (or its newest version directory) holds a TFDS-written dataset."""
-    d = version_dir(path, strict=False)
+def is_tfds_dir(path: str, storage_options: Mapping[str, Any] | None = None) -> bool:
+    """True if ``path`` (a directory or URL, or its newest version directory) holds a
+    TFDS-written dataset."""
+    d = version_dir(path, strict=False, storage_options=storage_options)
     if d is None:
         return False
     try:
-        with open(os.path.join(d, INFO_FILE), encoding="utf-8") as f:
-            obj = json.load(f)
-    except (OSError, ValueError):
+        obj = json.loads(DatasetDir(d, storage_options).read_bytes(INFO_FILE))
+    except (OSError, ValueError, SourceError):
         return False
     return isinstance(obj, dict) and "format" not in obj and isinstance(obj.get("splits"), list)
 
 
-def version_dir(path: str, strict: bool = True) -> str | None:
+def version_dir(path: str, strict: bool = True,
+                storage_options: Mapping[str, Any] | None = None) -> str | None:
     """``path`` if it holds ``dataset_info.json``, else its newest ``X.Y.Z`` subdirectory
-    that does (None, or SourceNotFoundError when ``strict``, if there is none)."""
-    if os.path.isfile(os.path.join(path, INFO_FILE)):
-        return path
-    versions = []
-    if os.path.isdir(path):
-        for entry in os.listdir(path):
-            if _VERSION_RE.fullmatch(entry) and os.path.isfile(
-                    os.path.join(path, entry, INFO_FILE)):
-                versions.append(entry)
-    if versions:
-        newest = max(versions, key=lambda v: tuple(int(x) for x in v.split(".")))
-        return os.path.join(path, newest)
+    that does (None, or SourceNotFoundError when ``strict``, if there is none). ``path``
+    may be a URL (``gs://bucket/tensorflow_datasets/mnist``)."""
+    top = DatasetDir(path, storage_options)
+    if top.has(INFO_FILE):
+        return top.path
+    versions = sorted((v for v in top.names() if _VERSION_RE.fullmatch(v)),
+                      key=lambda v: tuple(int(x) for x in v.split(".")), reverse=True)
+    for v in versions:  # the newest that is complete (an unfinished one has no info file)
+        if top.sub(v).has(INFO_FILE):
+            return top.join(v)
     if strict:
         raise SourceNotFoundError(
             f"{path!r} has no {INFO_FILE} and no version subdirectory (such as 1.0.0/) with "
             "one: give a TFDS dataset directory (~/tensorflow_datasets/<name>/ or "
-            "<name>/<config>/) or one of its version directories")
+            "<name>/<config>/, or its URL) or one of its version directories")
     return None
 
 
@@ -156,16 +158,20 @@ class TfdsInfo:
         return "array_record" in (self.file_format, *self.alternative_file_formats)
 
     @classmethod
-    def read(cls, path: str) -> TfdsInfo:
-        """Reads a TFDS version directory (or the newest version of a dataset directory)."""
-        d = version_dir(os.path.abspath(os.fspath(path)))
+    def read(cls, path: str, storage_options: Mapping[str, Any] | None = None) -> TfdsInfo:
+        """Reads a TFDS version directory (or the newest version of a dataset directory);
+        ``path`` may be a URL, read with fsspec and ``storage_options``."""
+        text = os.fspath(path)
+        d = version_dir(text if is_url(text) else os.path.abspath(text),
+                        storage_options=storage_options)
         assert d is not None
-        info_path = os.path.join(d, INFO_FILE)
+        files = DatasetDir(d, storage_options)
+        info_path = files.join(INFO_FILE)
 
         def bad(why: str) -> DatasetInfoError:
             return DatasetInfoError(f"{info_path}: {why}")
 
-        obj = _load_json(info_path, bad)
+        obj = _load_json(files, INFO_FILE, bad)
         if not isinstance(obj, dict):
             raise bad("the top level must be a JSON object")
         name = obj.get("name")
@@ -183,7 +189,7 @@ class TfdsInfo:
                   enumerate(obj.get("splits") or [])]
         if len({s.name for s in splits}) != len(splits):
             raise bad(f"duplicate split names in {[s.name for s in splits]}")
-        features = _features(d, obj, bad)
+        features = _features(files, obj, bad)
         keys = _supervised_keys(obj.get("supervisedKeys"))
         return cls(name=name, version=str(obj.get("version", "")),
                    description=str(obj.get("description", "")), features=features,
@@ -192,14 +198,15 @@ class TfdsInfo:
                    config_name=str(obj.get("configName", "")), raw=obj)
 
 
-def _load_json(path: str, bad: Any) -> Any:
+def _load_json(files: DatasetDir, name: str, bad: Any) -> Any:
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise SourceNotFoundError(f"{path!r} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return json.loads(files.read_text(name))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise bad(f"cannot be read as JSON ({e}); the file is corrupt or truncated") from None
+    except SourceError:
+        raise
+    except OSError as e:
+        raise bad(f"cannot be read ({e})") from None
 
 
 def _split(s: Any, i: int, dataset: str, file_format: str, bad: Any) -> TfdsSplitInfo:
@@ -226,20 +233,20 @@ def _split(s: Any, i: int, dataset: str, file_format: str, bad: Any) -> TfdsSpli
                          template, file_format)
 
 
-def _features(d: str, obj: dict[str, Any], bad: Any) -> TfdsFeature:
-    path = os.path.join(d, FEATURES_FILE)
-    if os.path.isfile(path):
-        spec = _load_json(path, lambda why: DatasetInfoError(f"{path}: {why}"))
+def _features(files: DatasetDir, obj: dict[str, Any], bad: Any) -> TfdsFeature:
+    path = files.join(FEATURES_FILE)
+    if files.has(FEATURES_FILE):
+        spec = _load_json(files, FEATURES_FILE, lambda why: DatasetInfoError(f"{path}: {why}"))
     elif isinstance(obj.get("features"), dict):
         spec = obj["features"]
     else:
         raise bad(f"no {FEATURES_FILE} beside it and no 'features' in it: the feature "
                   "description is missing")
     try:
-        features = feature_from_tfds_json(spec, d)
+        features = feature_from_tfds_json(spec, files.path)
     except FeatureError as e:
         raise FeatureError(f"{e} (in {path})") from None
-    load_label_names(features, d)
+    load_label_names(features, files)
     return features
 
 

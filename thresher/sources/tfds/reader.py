@@ -16,9 +16,12 @@ Example (on the TFDS-written test fixture of this repository):
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from thresher.errors import ConversionRequiredError
+from thresher.sources.remote.fs import is_url
+from thresher.sources.remote.reader import RemoteReadOptions
 from thresher.sources.tfds.info import TfdsInfo
 from thresher.sources.tfds.source import TfdsSource
 from thresher.splits import SplitArg
@@ -33,15 +36,23 @@ class TfdsBuilder:
 
     Args:
         path: a TFDS version directory (``~/tensorflow_datasets/mnist/3.0.1``) or a
-            dataset directory holding version directories (the newest is read).
+            dataset directory holding version directories (the newest is read); either
+            may be a URL (``gs://bucket/tensorflow_datasets/mnist``, ``s3://``,
+            ``memory://``), read through fsspec.
+        storage_options: fsspec options for a URL (credentials, endpoint).
+        read_options: how records are read over byte ranges from a URL
+            (:class:`~thresher.sources.remote.RemoteReadOptions`).
 
     ``as_data_source`` needs array_record shards; a tfrecord dataset raises
     ConversionRequiredError naming ``thresher convert``.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.info: TfdsInfo = TfdsInfo.read(os.fspath(path))
+    def __init__(self, path: str | os.PathLike[str], *,
+                 storage_options: Mapping[str, Any] | None = None,
+                 read_options: RemoteReadOptions | None = None) -> None:
+        self.info: TfdsInfo = TfdsInfo.read(os.fspath(path), storage_options)
         self.data_dir = self.info.data_dir
+        self._storage_options, self._read_options = storage_options, read_options
 
     def __repr__(self) -> str:
         return f"TfdsBuilder({self.data_dir!r})"
@@ -50,17 +61,26 @@ class TfdsBuilder:
         """Sources for ``split``: a dict of every split (None), one source (a split
         expression or split object, thresher's or TFDS's), or a list (a list of them)."""
         if not self.info.has_array_record:
-            raise ConversionRequiredError(
-                f"the TFDS dataset {self.data_dir!r} is stored as {self.info.file_format} "
-                "shards, which have no random access. Convert it once to ArrayRecord with "
-                f"`thresher convert {self.data_dir}` (in place) or `thresher convert "
-                f"{self.data_dir} --out DIR`, then read the converted directory")
+            raise ConversionRequiredError(self._conversion_message())
         if split is None:
             return {name: self._source(name) for name in self.info.splits}
         if isinstance(split, (list, tuple)):
             return [self._source(s) for s in split]
         return self._source(split)
 
+    def _conversion_message(self) -> str:
+        d, fmt = self.data_dir, self.info.file_format
+        head = (f"the TFDS dataset {d!r} is stored as {fmt} shards, which have no random "
+                "access. ")
+        if is_url(d):
+            return head + ("`thresher convert` works on local directories: copy it (e.g. "
+                           f"`gsutil -m cp -r {d} DIR` or `aws s3 cp --recursive {d} DIR`), "
+                           "run `thresher convert DIR`, then read DIR or upload the result; "
+                           "or have TFDS write it with file_format='array_record'")
+        return head + (f"Convert it once to ArrayRecord with `thresher convert {d}` (in place) "
+                       f"or `thresher convert {d} --out DIR`, then read the converted directory")
+
     def _source(self, split: SplitArg) -> TfdsSource:
         instructions = self.info.splits.resolve(split)
-        return TfdsSource(self.info, str(split), instructions)
+        return TfdsSource(self.info, str(split), instructions,
+                          storage_options=self._storage_options, read_options=self._read_options)

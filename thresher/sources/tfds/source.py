@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -18,12 +18,20 @@ import numpy as np
 from thresher.errors import CorruptSourceError, DatasetInfoError, SourceNotFoundError
 from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.protocol import check_key, check_keys
+from thresher.sources.remote.fs import is_url, join
+from thresher.sources.remote.reader import RemoteReadOptions
 from thresher.sources.sharded_records import ShardedRecords
+from thresher.sources.tfds.batch import BatchDecoder
 from thresher.sources.tfds.decode import TfdsCodec
+from thresher.sources.tfds.files import DatasetDir
 from thresher.sources.tfds.info import TfdsInfo
 from thresher.splits import AbsoluteInstruction
 
 __all__ = ["TfdsSource"]
+
+
+def _basename(path: str) -> str:
+    return path.rsplit("/", 1)[-1] if is_url(path) else os.path.basename(path)
 
 
 class TfdsSource(ShardedRecords):
@@ -33,10 +41,13 @@ class TfdsSource(ShardedRecords):
     """
 
     def __init__(self, info: TfdsInfo, split: str,
-                 instructions: Sequence[AbsoluteInstruction]) -> None:
+                 instructions: Sequence[AbsoluteInstruction], *,
+                 storage_options: Mapping[str, Any] | None = None,
+                 read_options: RemoteReadOptions | None = None) -> None:
         self.info = info
         self.split = split
         self._codec = TfdsCodec(info.features)
+        self._batch = BatchDecoder(self._codec)
         files: list[str] = []
         lengths: list[int] = []
         index: dict[str, int] = {}
@@ -47,7 +58,7 @@ class TfdsSource(ShardedRecords):
             split_info = info.splits[a.split]
             per_file = dict(zip(split_info.filenames, split_info.shard_lengths, strict=False))
             for fi in split_info.file_instructions(a):
-                path = os.path.join(info.data_dir, fi.filename)
+                path = join(info.data_dir, fi.filename)
                 if path not in index:
                     index[path] = len(files)
                     starts_of_file.append(sum(lengths))
@@ -59,16 +70,22 @@ class TfdsSource(ShardedRecords):
                 else:
                     bases.append(base)
                     takes.append(fi.take)
-        missing = [p for p in files if not os.path.isfile(p)]
+        if is_url(info.data_dir):
+            names = DatasetDir(info.data_dir, storage_options).names()
+            missing = [p for p in files if p.rsplit("/", 1)[-1] not in names]
+        else:
+            missing = [p for p in files if not os.path.isfile(p)]
         if missing:
             raise SourceNotFoundError(
-                f"TFDS dataset {info.data_dir!r}: shard file {os.path.basename(missing[0])!r} "
+                f"TFDS dataset {info.data_dir!r}: shard file {_basename(missing[0])!r} "
                 f"(one of {len(missing)} missing) is listed in dataset_info.json but does not "
                 "exist; the download or copy is incomplete. Copy or regenerate the dataset")
         self._paths = files
         self._reader: ArrayRecordSource | None = None
         if files:
-            self._reader = ArrayRecordSource([glob.escape(p) for p in files])
+            self._reader = ArrayRecordSource([glob.escape(p) for p in files],
+                                             storage_options=storage_options,
+                                             read_options=read_options)
             for path, want, got in zip(files, lengths, self._reader.file_lengths, strict=False):
                 if want != got:
                     raise DatasetInfoError(
@@ -119,6 +136,9 @@ class TfdsSource(ShardedRecords):
         assert self._reader is not None
         global_keys = self._global(keys)
         records = self._reader.__getitems__(cast(Sequence[int], global_keys))
+        fast = self._batch.decode(records)
+        if fast is not None:
+            return fast
         try:
             return self._codec.decode_many(records)
         except CorruptSourceError:  # redo one by one to name the record
