@@ -173,3 +173,28 @@ def test_a_torn_last_line_is_ignored(tmp_path) -> None:
         f.write(encode_line({"k": "s", "t": 2, "a": 4, "e": 6, "n": 2})[:-7])
     report = th.audit(tmp_path)
     assert report.ok and report.torn_lines == 1 and report.frontier == 4
+
+
+def test_a_ledger_turned_on_mid_run_or_after_a_restart(tmp_path) -> None:
+    """What was consumed before the ledger began is taken from its begin lines, not reported missed."""
+    it = iter(th.DataLoader(th.sources.RangeDataSource(0, 20), th.IndexSampler(20), [th.Batch(2)]))
+    next(it)
+    next(it)
+    it.ledger(tmp_path / "mid")
+    list(it)
+    report = th.audit(tmp_path / "mid")
+    assert report.ok and report.before_ledger == 4 and report.consumed == 16
+    job = Job(40, 1, 3, frozenset({4, 9}), 2, 8)  # no ledger before the restart
+    its = [iter(job.loader(i, 2)) for i in range(2)]
+    for it, k in zip(its, (3, 1), strict=True):
+        for _ in range(k):
+            next(it)
+    merged = th.merge_states([it.get_state() for it in its])
+    d = str(tmp_path / "after")
+    for i in range(3):
+        it = iter(job.loader(i, 3))
+        it.set_state(merged)
+        it.ledger(d)  # begins at the next step
+        list(it)
+    report = th.audit(d)
+    assert report.ok and report.before_ledger > 0 and report.frontier == 40

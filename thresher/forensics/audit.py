@@ -67,6 +67,8 @@ class AuditReport:
         repeated: ``{"epoch", "record_key", "global_position", "times"}`` per position consumed twice or more.
         missed: ``{"epoch", "record_key", "global_position"}`` per position below the frontier never consumed.
         skipped: positions left out by skipped steps; blocked: positions whose record is blocked.
+        before_ledger: positions consumed before the ledgers began (a ledger turned on mid-run, or
+            after a restart whose earlier segments kept none), as the begin lines say.
         segments: begin lines read; torn_lines: lines cut short or corrupt (skipped); files: ledgers read.
     """
 
@@ -77,6 +79,7 @@ class AuditReport:
     missed: list[dict[str, int]] = field(default_factory=list)
     skipped: int = 0
     blocked: int = 0
+    before_ledger: int = 0
     segments: int = 0
     torn_lines: int = 0
     files: int = 0
@@ -88,7 +91,7 @@ class AuditReport:
         head = (f"{'OK' if self.ok else 'FAILED'}: {self.consumed} positions consumed below frontier "
                 f"{self.frontier} ({self.files} ledgers, {self.segments} segments); {len(self.repeated)} repeated, "
                 f"{len(self.missed)} missed, {self.skipped} in skipped steps, {self.blocked} blocked, "
-                f"{self.torn_lines} torn lines")
+                f"{self.before_ledger} before the ledger, {self.torn_lines} torn lines")
         rows = [head]
         for what, items in (("repeated", self.repeated), ("missed", self.missed)):
             for d in items[:_MAX_LISTED]:
@@ -107,10 +110,29 @@ class _Stream:
     ended: bool = False
     skips: SkipRanges = field(default_factory=SkipRanges)  # of all its begin lines
     blocked: SkipRanges = field(default_factory=SkipRanges)
+    first_at: int | None = None  # where its first begin line started it
+    parent: str | None = None  # the base of the segment its merged checkpoint ended
+
+    def before(self, key: _Key, g: np.ndarray, bases: set[str]) -> np.ndarray:
+        """Which global positions ``g`` this stream says were consumed before any ledger began:
+        for a stream of the run's first segment that began past position 0 (a ledger turned on
+        mid-run), its shard's positions before that; after a merged restart whose earlier
+        segment kept no ledger (its base is not in ``bases``), what its base leaves out."""
+        consumed = self.begin.get("consumed")
+        if consumed is not None:
+            if self.parent in bases:  # the earlier segments' own lines account for them
+                return np.zeros(g.shape, dtype=bool)
+            return Consumed.from_json(consumed).contains(g)
+        P, b, s, _ = key
+        start = ShardGeometry(s, P, b).to_global(self.first_at or 0)
+        return ((g // b) % P == s) & (g < start)
 
     def resume(self, begin: dict[str, Any], where: str) -> None:
         """A begin line of this stream: its lines past the position it resumes at are dropped."""
-        self.truncate(_int(begin, "at", where))
+        at = _int(begin, "at", where)
+        if self.first_at is None:
+            self.first_at = at
+        self.truncate(at)
         self.skips = self.skips.union(SkipRanges.from_json(begin.get("skips") or [], f"{where}: skips"))
         self.blocked = self.blocked.union(
             SkipRanges.from_json(begin.get("blocked") or [], f"{where}: blocked", "record key"))
@@ -156,6 +178,7 @@ def _read(path: str, streams: dict[_Key, _Stream], ends: dict[_Key, int]) -> tup
                     layer, parent = merged.get("layer"), merged.get("parent")
                     if not isinstance(layer, dict) or not isinstance(parent, str):
                         raise InvalidStateError(f"{where}: a malformed merged checkpoint: {merged!r}")
+                    current.parent = parent
                     P, b = _int(layer, "shards", where), _int(layer, "block", where)
                     for s, g in enumerate(layer.get("next") or []):
                         ends[(P, b, s, parent)] = ShardGeometry(s, P, b).first_at_or_after(int(g))
@@ -226,7 +249,12 @@ def audit(directory: str | os.PathLike[str]) -> AuditReport:
     frontier = frontier or 0
     counts = np.bincount(g, minlength=frontier) if g.size else np.zeros(frontier, dtype=np.int64)
     wanted = np.arange(frontier, dtype=np.int64)
-    missed_at = wanted[(counts[:frontier] == 0) & ~skips.contains(wanted)]
+    earlier = np.zeros(frontier, dtype=bool)  # consumed before the ledgers began, as their begin lines say
+    bases = {key[3] for key in streams}
+    for key, stream in streams.items():
+        earlier |= stream.before(key, wanted, bases)
+    unseen = (counts[:frontier] == 0) & ~skips.contains(wanted)
+    missed_at = wanted[unseen & ~earlier]
     repeated_at = np.nonzero(counts > 1)[0].astype(np.int64)
 
     def named(at: np.ndarray) -> list[dict[str, int]]:
@@ -240,4 +268,5 @@ def audit(directory: str | os.PathLike[str]) -> AuditReport:
     keys, _ = sampler.record_keys(wanted)
     return AuditReport(not repeated and not missed_at.size, frontier, int((counts > 0).sum()), repeated,
                        named(missed_at), int(skips.contains(wanted).sum()),
-                       int((blocked.contains(keys) & (counts[:frontier] > 0)).sum()), begins, torn, len(files))
+                       int((blocked.contains(keys) & (counts[:frontier] > 0)).sum()), int((unseen & earlier).sum()),
+                       begins, torn, len(files))

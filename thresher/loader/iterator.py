@@ -355,6 +355,9 @@ class DataLoaderIterator:
             >>> th.forensics.audit(d).ok
             True
         """
+        if self._ledger is not None:  # another directory from now on
+            ledger, self._ledger = self._ledger, None
+            ledger.close()
         self._ledger_dir = os.fspath(directory)
         self._ledger_begun = False
 
@@ -364,6 +367,7 @@ class DataLoaderIterator:
         if self._ledger is None:
             self._ledger = LedgerWriter(self._ledger_dir, self._engine.geometry.shard_index)
         self._ledger_begun = True
+        self._ledger_from = self._state_position  # a ledger started mid-run covers what follows only
         engine = self._engine
         ex = engine.processor.exclusions
         consumed = ex.consumed if ex is not None else None
