@@ -261,7 +261,7 @@ def test_restore_refused_where_not_exact_and_approximate_on_request(
     assert [k for r in steps for k in r["keys"]] == whole[96:96 + 24 * len(steps)]
 
 
-def test_filter_before_batch_restores_on_other_process_count_only_approximately(
+def test_filter_before_batch_restores_on_other_process_count_exactly_once(
         dataset: str, jobs: list[Job], tmp_path: Any) -> None:
     from thresher.jax.state_files import state_filename
 
@@ -269,23 +269,19 @@ def test_filter_before_batch_restores_on_other_process_count_only_approximately(
     cfg = _cfg(dataset, ckpt_dir=ckpt, num_epochs=None, filter=True, steps=12)
     jobs.append(Job(str(tmp_path), "save", 2, dict(cfg, save_step=5)))
     jobs[-1].ok()
-    job = Job(str(tmp_path), "refused", 4, dict(cfg, restore_step=5))
-    jobs.append(job)
-    assert job.wait() == [3] * 4
-    assert "Filter" in job.file("error-0.txt") and "slowest_state" in job.file("error-0.txt")
-    job = Job(str(tmp_path), "approximate", 4, dict(cfg, restore_step=5, allow_approximate=True, steps=8))
+    job = Job(str(tmp_path), "merged", 4, dict(cfg, restore_step=5, steps=8))
     jobs.append(job)
     steps = job.ok().all_steps()
-    assert steps[0]["restored"] == "approximate-slowest"
-    # what the restarted job served is what 4 in-process shards restarted at the slowest state serve
+    assert steps[0]["restored"] == "exact-merged"
+    # what the restarted job served is what 4 in-process shards restored from the merged states serve
     states = []
     for i in range(2):
         with open(os.path.join(ckpt, "5", "data", state_filename(i, 2))) as f:
             states.append(json.load(f))
-    merged = th.loader.slowest_state(states)
+    merged = th.merge_states(states)
     shards = [iter(build_loader(cfg, th.ShardOptions(i, 4, drop_remainder=True))) for i in range(4)]
     for it in shards:
-        it.set_state(merged, allow_approximate=True)
+        it.set_state(merged)
     for r in steps:
         assert r["keys"] == [k for it in shards for k in np.asarray(next(it)["key"]).tolist()]
 

@@ -12,8 +12,16 @@ Example:
 from thresher import errors, features, samplers, sources, splits, transforms
 from thresher.dataset import Dataset
 from thresher.display import as_dataframe, show_examples
-from thresher.forensics import explain
-from thresher.loader import DataLoader, DataLoaderIterator, LoaderStats, ReadOptions, plot_timeline, trace
+from thresher.forensics import audit, explain
+from thresher.loader import (
+    DataLoader,
+    DataLoaderIterator,
+    LoaderStats,
+    ReadOptions,
+    merge_states,
+    plot_timeline,
+    trace,
+)
 from thresher.samplers import (
     IndexSampler,
     NoSharding,
@@ -52,12 +60,14 @@ __all__ = [
     "ShardByJaxProcess",
     "ShardOptions",
     "as_dataframe",
+    "audit",
     "builder",
     "data_source",
     "errors",
     "even_splits",
     "explain",
     "features",
+    "merge_states",
     "plot_timeline",
     "prepare",
     "samplers",

@@ -10,6 +10,7 @@
     thresher convert TFDS_DIR [--out DIR] [--no-verify] [--quiet]
     thresher demo [ARGS...]
     thresher explain --pipeline MODULE:FUNCTION --step N [--state STATE.json] [--process-index I] [--json]
+    thresher audit LEDGER_DIR [--json]
 
 Example:
     >>> from thresher.cli import main
@@ -163,6 +164,16 @@ def _explain(args: argparse.Namespace) -> int:
     return run_explain(args.pipeline, args.step, args.state, args.process_index, args.json)
 
 
+def _audit(args: argparse.Namespace) -> int:
+    import json
+
+    from thresher.forensics.audit import audit
+
+    report = audit(args.directory)
+    print(json.dumps(report.to_json()) if args.json else report)
+    return 0 if report.ok else 1
+
+
 def _version() -> str:
     import thresher
 
@@ -225,6 +236,11 @@ def _parser() -> argparse.ArgumentParser:
     exp.add_argument("--process-index", type=int, help="one process (default: all)")
     exp.add_argument("--json", action="store_true", help="print JSON")
 
+    aud = sub.add_parser("audit", help="check from the ledgers that every record was delivered exactly once "
+                                       "(exit status 1 if not)")
+    aud.add_argument("directory", help="the ledger directory (DataLoader(..., ledger=DIR))")
+    aud.add_argument("--json", action="store_true", help="print JSON")
+
     sub.add_parser("demo", help="run the thresher demo (arguments are passed to it)",
                    add_help=False)
     return p
@@ -247,6 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _convert(args)
         if args.command == "explain":
             return _explain(args)
+        if args.command == "audit":
+            return _audit(args)
         return _prepare(args)
     except ThresherError as e:
         print(f"thresher {args.command}: error: {e}", file=sys.stderr)

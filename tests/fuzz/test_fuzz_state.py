@@ -28,7 +28,26 @@ def _iterators() -> dict[str, Any]:
         "mix": lambda: iter(th.Dataset.mix([th.Dataset.range(10).repeat(), th.Dataset.range(50, 60).repeat()],
                                            weights=[0.5, 0.5], seed=1).batch(4)),
         "pack": lambda: iter(th.Dataset.source([[1] * (i % 7 + 1) for i in range(60)]).pack(16).batch(2)),
+        "merged": _after_a_host_change,
     }
+
+
+def _after_a_host_change() -> Any:
+    """A process of a run restored on 2 processes from a merged state of 3, with a blocklist: its
+    states carry ``consumed`` (watermark and layers) and ``skip_records``."""
+    def loader(i: int, n: int) -> th.DataLoader:
+        sampler = th.IndexSampler(100, shuffle=True, seed=3, num_epochs=2, shard_options=th.ShardOptions(i, n))
+        return th.DataLoader(th.sources.RangeDataSource(0, 100), sampler,
+                             [th.FilterTransform(lambda x: x % 3 != 0), th.Batch(4)])
+
+    its = [iter(loader(i, 3)) for i in range(3)]
+    for i, it in enumerate(its):
+        for _ in range(i + 1):
+            next(it)
+    merged = th.merge_states([it.get_state() for it in its])
+    it = iter(loader(0, 2))
+    it.set_state(merged, skip_records=[5, 6, 7, 50])
+    return it
 
 
 ITERATORS = _iterators()

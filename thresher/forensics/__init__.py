@@ -2,10 +2,12 @@
 
 ``explain(loader, step)`` tells where every element of a step comes from without
 reading a record; ``it.set_state(state, skip_steps=range(a, b))`` resumes with steps
-[a, b) left out and every other step unchanged (docs/forensics.md).
+[a, b) left out and every other step unchanged; ``audit(dir)`` reads the delivery
+ledgers and checks that every record was delivered exactly once (docs/forensics.md).
 """
 
+from thresher.forensics.audit import AuditReport, audit
 from thresher.forensics.explain import StepProvenance, explain
 from thresher.loader.skips import SkipRanges
 
-__all__ = ["SkipRanges", "StepProvenance", "explain"]
+__all__ = ["AuditReport", "SkipRanges", "StepProvenance", "audit", "explain"]

@@ -32,9 +32,9 @@ from thresher.sources.protocol import record_locations
 
 __all__ = ["StepProvenance", "explain"]
 
-_COLUMNS = ("process_indices", "positions", "global_positions", "epochs", "record_keys", "rng_seeds")
+_COLUMNS = ("process_indices", "positions", "global_positions", "epochs", "record_keys", "rng_seeds", "blocked")
 _MAX_POSITION = 2**62
-_NAMES = ("process_index", "position", "global_position", "epoch", "record_key", "rng_seed")
+_NAMES = ("process_index", "position", "global_position", "epoch", "record_key", "rng_seed", "blocked")
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class StepProvenance:
             ``thresher.transforms.random_map.RecordRng().seeded(seed, salt)``.
         random_maps: ``(name, salt)`` of each per-record RandomMap.
         locations: ``(file, index in file)`` of each record, or None if the source cannot tell.
+        blocked: bool, the record is in the blocklist (``skip_records``): it is never delivered.
 
     Example:
         >>> import thresher as th
@@ -69,6 +70,7 @@ class StepProvenance:
     rng_seeds: np.ndarray
     random_maps: tuple[tuple[str, int], ...]
     locations: tuple[tuple[str, int], ...] | None
+    blocked: np.ndarray
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -93,27 +95,30 @@ class StepProvenance:
         for d in self.records():
             where = f"{d['file']}:{d['index_in_file']}" if "file" in d else "-"
             rows.append(f"{d['process_index']:>7}  {d['position']:>8}  {d['global_position']:>15}  "
-                        f"{d['epoch']:>5}  {d['record_key']:>10}  {d['rng_seed']:#018x}  {where}")
+                        f"{d['epoch']:>5}  {d['record_key']:>10}  {d['rng_seed']:#018x}  {where}"
+                        + ("  (blocked: never delivered)" if d["blocked"] else ""))
         return "\n".join(rows)
 
 
-def _parts(obj: Any) -> tuple[Any, SkipRanges]:
-    """(processor, skips) of a DataLoader, a DataLoaderIterator or a ChunkProcessor."""
+def _parts(obj: Any) -> tuple[Any, SkipRanges, SkipRanges]:
+    """(processor, skips, blocked records) of a DataLoader, a DataLoaderIterator or a ChunkProcessor."""
     engine = getattr(obj, "engine", None)
     processor = engine.processor if engine is not None else obj
     if not (hasattr(processor, "sampler") and hasattr(processor, "plan")):
         raise ConfigError(f"explain needs a thresher DataLoader or its iterator, got {obj!r}")
     skips = getattr(obj, "skips", None)
-    return processor, skips if isinstance(skips, SkipRanges) else SkipRanges()
+    ex = getattr(processor, "exclusions", None)
+    return (processor, skips if isinstance(skips, SkipRanges) else SkipRanges(),
+            ex.records if ex is not None else SkipRanges())
 
 
-def _state_skips(engine: Any, state: Mapping[str, Any] | LoaderState) -> SkipRanges:
+def _state_extensions(engine: Any, state: Mapping[str, Any] | LoaderState) -> tuple[SkipRanges, SkipRanges]:
     saved = state if isinstance(state, LoaderState) else LoaderState.from_json(state)
     if engine is not None and saved.stream.fingerprint != engine.stream.fingerprint:
         raise IncompatibleStateError(
             f"this state is of another global stream than the pipeline (fingerprint {saved.fingerprint}, "
             f"pipeline {engine.stream.fingerprint}): explain it with the pipeline that saved it")
-    return saved.extensions.skips
+    return saved.extensions.skips, saved.extensions.skip_records
 
 
 def explain(loader: Any, step: int, process_index: int | None = None, *,
@@ -125,15 +130,16 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
             (whose skipped steps are then shown).
         step: the step number, counted as in the run without skips (the (step+1)-th batch).
         process_index: one process, or None for all ``shard_count`` processes.
-        state: a saved state of the run; its skipped steps are shown.
+        state: a saved state of the run; its skipped steps and blocked records are shown.
 
     Raises ConfigError when the pipeline's steps depend on the data (a Filter, or
     ``errors="skip"``), or when no process has step ``step`` (past the end).
     """
-    processor, skips = _parts(loader)
+    processor, skips, blocked = _parts(loader)
     engine = getattr(loader, "engine", None)
     if state is not None:
-        skips = skips.union(_state_skips(engine, state))
+        more_skips, more_blocked = _state_extensions(engine, state)
+        skips, blocked = skips.union(more_skips), blocked.union(more_blocked)
     geo: StepGeometry = step_geometry(processor)
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
         raise ConfigError(f"step must be an int >= 0, got {step!r}")
@@ -163,5 +169,5 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
     skipped = bool(skips) and skips.intersects(step * G, (step + 1) * G)
     randoms = tuple((op.name, int(op.salt)) for op in processor.plan.record_ops if op.random)
     return StepProvenance(step, skipped, procs_col, local, glob, epochs.astype(np.int64), keys.astype(np.int64),
-                          seeds, randoms, None if locs is None else tuple(locs))
+                          seeds, randoms, None if locs is None else tuple(locs), blocked.contains(keys))
 

@@ -6,8 +6,9 @@ Importing this module imports orbax-checkpoint (``pip install 'thresher[orbax]'`
 Each process writes its own state, ``process_{i}-of-{P}.json``, into the item's
 directory. A restore with the same number of processes reads each process's own
 file; with another number it reads one file and converts it where the rule of
-:mod:`thresher.jax.state_files` allows, refusing otherwise (or, with
-``allow_approximate=True``, restarting approximately, as documented there).
+:mod:`thresher.jax.state_files` allows; a run that no single state describes (a Filter
+before the Batch) is restored from the merge of all files, exactly once; otherwise it
+refuses (or, with ``allow_approximate=True``, restarts approximately, as documented there).
 
 Example:
     >>> import tempfile
@@ -121,7 +122,9 @@ class CheckpointRestore(ocp.args.CheckpointArgs):
         iterator: the iterator to restore (a DataLoaderIterator or a global_batches one).
         allow_approximate: where an exact restore is impossible, restart approximately
             (see :mod:`thresher.jax.state_files`) instead of raising GeometryError.
-        how: set by the restore: "exact", "approximate" or "approximate-slowest".
+        how: set by the restore: "exact", "exact-merged" (from the merge of all processes'
+            states: each element not yet delivered is delivered once), "approximate" or
+            "approximate-slowest".
     """
 
     iterator: Any

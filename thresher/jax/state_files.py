@@ -6,10 +6,12 @@ saved it. A restore by process j of P' processes:
 1. reads its own file when P' == P, else the file of ``min(j, P - 1)``: the states of
    an aligned run all record the same global position, so any one is enough;
 2. lets ``set_state`` restore it exactly or refuse (GeometryError);
-3. only with ``allow_approximate=True``, after a refusal: restarts at the saved
-   global position rounded down to a whole number of new global batches, or, when no
-   single state describes the run (a Filter before the Batch), reads all P files and
-   restarts at the slowest process's position (:func:`thresher.loader.slowest_state`).
+3. after a refusal, when no single state describes the run (a Filter before the
+   Batch, ``errors="skip"``, or a run already restarted from merged states): reads all
+   P files and restores their merge (:func:`thresher.merge_states`), which delivers
+   every element not delivered before the checkpoint exactly once ("exact-merged");
+4. otherwise only with ``allow_approximate=True``: restarts at the saved global
+   position rounded down to a whole number of new global batches.
 
 Every process decides alike, since each decision depends only on the files and the
 new geometry, which all processes share.
@@ -23,7 +25,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from thresher.errors import GeometryError, InvalidStateError
+from thresher.loader.merge import merge_states
 from thresher.loader.state import slowest_state
+from thresher.loader.state_types import LoaderState
 
 __all__ = ["parse_state_filenames", "restore_from_states", "state_filename"]
 
@@ -84,9 +88,11 @@ def restore_from_states(iterator: Any, read: Callable[[int], dict[str, Any]], sa
     """Restores ``iterator`` from a run's per-process states; returns how ("exact", ...).
 
     ``read(i)`` returns the state saved by process i of ``saved_count``. See the
-    module docstring for the rule. Returns "exact", "approximate" (rounded down to a
-    whole new global batch) or "approximate-slowest" (restarted at the slowest
-    saving process).
+    module docstring for the rule. Returns "exact", "exact-merged" (every process
+    restored from the merge of all saved states: each element not yet delivered is
+    delivered once), "approximate" (rounded down to a whole new global batch) or
+    "approximate-slowest" (restarted at the slowest saving process: only where a
+    merged restore is refused).
 
     Example:
         >>> import thresher as th
@@ -106,6 +112,10 @@ def restore_from_states(iterator: Any, read: Callable[[int], dict[str, Any]], sa
         iterator.set_state(own)
         return "exact"
     except GeometryError:
+        saved = LoaderState.from_json(own)
+        if not saved.geometry.aligned or saved.extensions.consumed is not None:
+            iterator.set_state(merge_states([read(i) for i in range(saved_count)]))
+            return "exact-merged"
         if not allow_approximate:
             raise
     try:

@@ -15,6 +15,7 @@ from thresher.loader.autotune import AutotuneReport
 from thresher.loader.data_loader import DataLoader
 from thresher.loader.engine import Engine
 from thresher.loader.iterator import DataLoaderIterator
+from thresher.loader.merge import merge_states
 from thresher.loader.options import LoaderOptions
 from thresher.loader.pool.worker_start import preload_in_workers
 from thresher.loader.profiling.stats import LoaderStats, StageTime
@@ -37,6 +38,7 @@ __all__ = [
     "ResumableIterator",
     "StageTime",
     "Tracer",
+    "merge_states",
     "plot_timeline",
     "preload_in_workers",
     "slowest_state",

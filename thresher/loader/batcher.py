@@ -39,8 +39,12 @@ class Batcher:
         (True, [12])
     """
 
-    def __init__(self, batch: Batch | None, stats: StatsRecorder | None = None) -> None:
+    def __init__(self, batch: Batch | None, stats: StatsRecorder | None = None, by_range: bool = False) -> None:
         self._batch = batch
+        #: Batches are the positions [k*B, (k+1)*B), whatever was left out of them (records
+        #: blocked or consumed elsewhere: thresher.loader.exclusions), not B elements each.
+        self._by_range = by_range and batch is not None
+        self._covered = 0  # the stop of the last chunk added
         self._stats = stats
         self._size = batch.batch_size if batch is not None else 1
         self._elements: list[Any] = []
@@ -49,6 +53,7 @@ class Batcher:
         self._ready: deque[tuple[Any, int, int, int]] = deque()  # batches stacked by a worker
 
     def add(self, chunk: Chunk) -> None:
+        self._covered = chunk.stop
         if chunk.batches is not None:
             if len(self._elements) > self._head:
                 raise RuntimeError("internal error: stacked batches arrived after a partial batch")
@@ -76,6 +81,8 @@ class Batcher:
     def pop(self, final: bool) -> tuple[Any, int, int, int] | None:
         if self._ready:
             return self._ready.popleft()
+        if self._by_range:
+            return self._pop_range(final)
         head = self._head
         n = len(self._elements) - head
         size = self._size
@@ -102,3 +109,27 @@ class Batcher:
         if self._stats is not None:
             self._stats.stage(BATCH, start, time.monotonic_ns())
         return out, int(pos[-1]) + 1, int(pos[0]), size
+
+    def _pop_range(self, final: bool) -> tuple[Any, int, int, int] | None:
+        """The batch of the positions [k*B, (k+1)*B) holding the first pending element."""
+        batch = self._batch
+        assert batch is not None
+        if not self._elements:
+            return None
+        size = self._size
+        first = int(self._positions[0])
+        stop = (first // size + 1) * size
+        if self._covered < stop:  # the range is not complete yet, or the stream ended inside it
+            if not final or batch.drop_remainder:
+                return None
+            stop = self._covered
+        k = int(np.searchsorted(self._positions, stop))
+        elements = self._elements[:k]
+        del self._elements[:k]
+        pos = self._positions[:k]
+        self._positions = self._positions[k:]
+        start = time.monotonic_ns()
+        out = batch.stack(elements, pos)
+        if self._stats is not None:
+            self._stats.stage(BATCH, start, time.monotonic_ns())
+        return out, stop, first // size * size, k  # a batch-level RandomMap is seeded as without the exclusions

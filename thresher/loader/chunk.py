@@ -19,6 +19,7 @@ import numpy as np
 
 from thresher.errors import TransformError
 from thresher.loader.bad_records import DroppedRecord, apply_dropping, read_dropping
+from thresher.loader.exclusions import Exclusions
 from thresher.randomness.record_rng import RecordRng
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.sources.protocol import read_many
@@ -108,7 +109,9 @@ class ChunkProcessor:
     """
 
     def __init__(self, source: Any, sampler: IndexSampler, plan: Plan, *, skip_errors: bool = False,
-                 max_skipped: int | float | None = None) -> None:
+                 max_skipped: int | float | None = None, exclusions: Exclusions | None = None) -> None:
+        #: Blocked records and positions consumed elsewhere: dropped before reading (thresher.loader.exclusions).
+        self.exclusions = exclusions if exclusions else None
         #: errors="skip": a record whose read or operation fails is dropped (thresher.loader.bad_records).
         self.skip_errors = skip_errors
         self.max_skipped = max_skipped
@@ -121,6 +124,11 @@ class ChunkProcessor:
         self.stages: tuple[str, ...] = (SAMPLE, READ, *labels[:len(plan.record_ops)])
         #: The labels of the operations after the Batch (they run in the main process).
         self.batch_stages: tuple[str, ...] = labels[len(plan.record_ops):]
+
+    def with_exclusions(self, exclusions: Exclusions) -> ChunkProcessor:
+        """The same processor, leaving out ``exclusions`` (replacing any it had)."""
+        return ChunkProcessor(self.source, self.sampler, self.plan, skip_errors=self.skip_errors,
+                              max_skipped=self.max_skipped, exclusions=exclusions)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -148,6 +156,10 @@ class ChunkProcessor:
         started = time.monotonic_ns()
         globals_ = self.sampler.to_global(positions)
         keys, _ = self.sampler.record_keys(globals_)
+        if self.exclusions is not None:
+            keep = self.exclusions.keep(globals_, keys)
+            if keep is not None:
+                positions, globals_, keys = positions[keep], globals_[keep], keys[keep]
         return Reading(positions, globals_, keys, keys.tolist(), [started, time.monotonic_ns()])
 
     def read(self, reading: Reading, keys: list[int]) -> list[Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import cached_property
@@ -13,6 +14,7 @@ from thresher.loader.autotune import AutotuneReport
 from thresher.loader.bad_records import MaxSkipped, check_policy
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.engine import Engine
+from thresher.loader.exclusions import Exclusions, RecordKeys, record_blocklist
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.main_module import unimportable_main
 from thresher.loader.options import LoaderOptions, WorkerCount
@@ -65,6 +67,13 @@ class DataLoader:
             with a Filter before the Batch.
         max_skipped: with ``errors="skip"``, raise once more records than this were
             dropped: a count, or a fraction of the positions read (None: no limit).
+        skip_records: record keys never delivered (a blocklist), or the path of a text
+            file of keys (one per line). They are left out before reading; where no
+            Filter comes before the Batch, the batch of their step is formed from the
+            step's other elements and every other batch is unchanged. Kept in the state
+            (see ``DataLoaderIterator.set_state`` and docs/forensics.md).
+        ledger: a directory where every iterator appends one line per step to
+            ``process-<i>.ledger``, for ``thresher audit`` (see ``DataLoaderIterator.ledger``).
 
     With ``worker_count > 0`` the source and the operations before the Batch are
     pickled with cloudpickle (lambdas and closures work) and run in worker processes
@@ -115,6 +124,8 @@ class DataLoader:
         warm_start: bool = False,
         errors: str = "raise",
         max_skipped: MaxSkipped = None,
+        skip_records: RecordKeys | None = None,
+        ledger: str | os.PathLike[str] | None = None,
     ) -> None:
         if not (hasattr(data_source, "__len__") and hasattr(data_source, "__getitem__")):
             raise ConfigError(f"data_source must have __len__ and __getitem__ (random access); got {data_source!r}")
@@ -144,8 +155,11 @@ class DataLoader:
         self.worker_buffer_size = options.worker_buffer_size
         self.read_options = ReadOptions.coerce(read_options)
         self.read_options.threads_for(data_source)  # a source's bad declaration is an error now
+        blocked = None if skip_records is None else Exclusions(record_blocklist(skip_records, n))
         self._processor = ChunkProcessor(data_source, sampler, self.plan, skip_errors=errors == "skip",
-                                         max_skipped=max_skipped)
+                                         max_skipped=max_skipped, exclusions=blocked)
+        #: The delivery ledger's directory (thresher.loader.ledger), or None.
+        self.ledger = None if ledger is None else os.fspath(ledger)
         self._worker_spec: WorkerSpec | None = None
         self._unusable: str | None = None  # why workers cannot run this pipeline ("auto" only)
         #: What ``worker_count="auto"`` chose (set by the first iterator), else None.
@@ -165,7 +179,7 @@ class DataLoader:
         """What the iterators run: the processor, chunking, workers, stream and geometry."""
         return Engine(self._processor, self.chunk_size, self.worker_count, self.worker_buffer_size,
                       self._worker_spec, self._unusable, self.stream_id, self.state_geometry, self.stage_order,
-                      read_options=self.read_options, warm_start=self.warm_start)
+                      read_options=self.read_options, warm_start=self.warm_start, ledger=self.ledger)
 
     def _decided(self, report: AutotuneReport) -> None:
         self.autotune_report = report

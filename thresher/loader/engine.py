@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from thresher.errors import InvalidStateError
+from thresher.errors import GeometryError, InvalidStateError
 from thresher.loader.autotune import (
     LATENCY_WORTH,
     MAX_AUTO_READS,
@@ -38,12 +38,13 @@ from thresher.loader.autotune import (
     memory_budget,
 )
 from thresher.loader.chunk import ChunkProcessor
+from thresher.loader.exclusions import Consumed, Exclusions
 from thresher.loader.options import WorkerCount
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
 from thresher.loader.profiling.stats import StatsRecorder, available_cpus
 from thresher.loader.read_ahead import ReadAhead
 from thresher.loader.read_options import ReadOptions
-from thresher.loader.state import resume_position
+from thresher.loader.state import check_stream, resume_position
 from thresher.loader.state_types import Geometry, LoaderState, StreamId
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ class Engine:
         stage_order: the stages' names, in order (the rows of ``it.stats()``).
         read_options: reads in flight per producer (``num_threads`` None: the source's
             suggestion, or with ``"auto"`` the measured choice).
+        ledger: the directory of the delivery ledger every iterator appends to (None: none).
     """
 
     processor: ChunkProcessor
@@ -82,6 +84,7 @@ class Engine:
     stage_order: tuple[str, ...]
     warm_start: bool = False
     read_options: ReadOptions = field(default_factory=ReadOptions)
+    ledger: str | None = None
 
     # -- state ------------------------------------------------------------------------------
     def state_at(self, position: int) -> LoaderState:
@@ -97,6 +100,9 @@ class Engine:
         the end of a finite stream, or, where batches are whole runs of positions (a
         Batch and no Filter before it), inside a batch.
         """
+        consumed = state.extensions.consumed
+        if consumed is not None and (consumed.merged or state.geometry != self.geometry):
+            return self._resume_merged(state, consumed)
         position = resume_position(
             state,
             self.stream,
@@ -121,6 +127,31 @@ class Engine:
                 "or comes from another pipeline"
             )
         return position
+
+    def _resume_merged(self, state: LoaderState, consumed: Consumed) -> int:
+        """The position of this process in a restart from a state merged by ``merge_states``."""
+        check_stream(state, self.stream, self.processor.plan.descriptions)
+        if not consumed.merged:
+            raise GeometryError(
+                f"this state was saved by shard {state.geometry.shard_index} of {state.geometry.shard_count} "
+                f"after a restart on another process count; this process is shard {self.geometry.shard_index} "
+                f"of {self.geometry.shard_count}. Merge the states of all processes with "
+                "thresher.merge_states(states) and restore the merged state on every process")
+        position = self.geometry.first_at_or_after(consumed.watermark)
+        end = self.processor.sampler.local_length
+        return position if end is None else min(position, end)
+
+    def with_exclusions(self, exclusions: Exclusions) -> Engine:
+        """This engine, leaving out ``exclusions`` (blocked records, positions consumed elsewhere)."""
+        if exclusions == (self.processor.exclusions or Exclusions()):
+            return self
+        processor = self.processor.with_exclusions(exclusions)
+        spec = self.worker_spec
+        if spec is not None:
+            from thresher.loader.pool.worker_start import make_worker_spec
+
+            spec = make_worker_spec(processor, self.chunk_size)
+        return replace(self, processor=processor, worker_spec=spec)
 
     # -- producers --------------------------------------------------------------------------
     def decide(self, probe: Probe) -> AutotuneReport:

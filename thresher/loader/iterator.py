@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -17,6 +18,8 @@ from thresher.loader.autotune import AutotuneReport
 from thresher.loader.bad_records import BadRecords, DroppedRecord
 from thresher.loader.batcher import Batcher
 from thresher.loader.engine import Engine
+from thresher.loader.exclusions import Consumed, Exclusions, RecordKeys, record_blocklist
+from thresher.loader.ledger import LedgerWriter
 from thresher.loader.producer import Producer
 from thresher.loader.profiling.stats import LoaderStats, StatsRecorder
 from thresher.loader.skips import SkipPlan, SkipRanges
@@ -100,6 +103,7 @@ class DataLoaderIterator:
     def __init__(self, engine: Engine, position: int = 0, *, decision: AutotuneReport | None = None,
                  decided: Callable[[AutotuneReport], None] | None = None) -> None:
         self._engine = engine
+        self._base_engine = engine  # without the exclusions a restored state adds
         self._plan = engine.processor.plan
         self._decision = decision  # what worker_count="auto" chose, once known
         self._decided = decided
@@ -114,6 +118,10 @@ class DataLoaderIterator:
         self._skip_at: int | None = None  # the position where the next skipped step starts
         processor = engine.processor
         self._bad = BadRecords(processor.max_skipped) if processor.skip_errors else None
+        self._ledger: LedgerWriter | None = None  # the delivery ledger (thresher.loader.ledger), if any
+        self._ledger_dir: str | None = engine.ledger
+        self._ledger_begun = False  # its begin line is written by the first next() or restore
+        self._merged_from: Consumed | None = None  # the merged state's exclusions, when restored from one
         self._reset(position)
 
     # -- life cycle ---------------------------------------------------------------------
@@ -128,10 +136,17 @@ class DataLoaderIterator:
                 position = min(position, end)  # skips past the end of a finite stream end it
             self._skip_at = self._skip_plan.next_start(position)
         self._state_position = position
-        self._batcher = Batcher(self._plan.batch, self._stats)
+        self._ledger_from = position  # the ledger's next step starts here (jumps consume nothing)
+        self._batcher = self._new_batcher()
         self._exhausted = False
         self._closed = False
         self._producer = self._engine.producer(position, self._stats, self._decision, self._on_decision)
+
+    def _new_batcher(self) -> Batcher:
+        # With exclusions and no Filter before the Batch, a batch stays its step's positions (one
+        # short of each record left out) so that every other batch is unchanged.
+        by_range = self._engine.processor.exclusions is not None and not self._plan.filter_before_batch
+        return Batcher(self._plan.batch, self._stats, by_range=by_range)
 
     def _on_decision(self, report: AutotuneReport) -> None:
         self._decision = report
@@ -145,10 +160,13 @@ class DataLoaderIterator:
         """
         self._closed = True
         if self._batcher.pending:
-            self._batcher = Batcher(self._plan.batch, self._stats)
+            self._batcher = self._new_batcher()
         if self._producer is not None:
             producer, self._producer = self._producer, None
             producer.close()
+        if self._ledger is not None:
+            ledger, self._ledger = self._ledger, None
+            ledger.close()
 
     def __enter__(self) -> DataLoaderIterator:
         return self
@@ -176,6 +194,8 @@ class DataLoaderIterator:
     def _next(self) -> Any:
         if self._closed:
             raise StopIteration
+        if self._ledger_dir is not None and not self._ledger_begun:
+            self._begin_ledger()
         if self._skip_at is not None and self._state_position >= self._skip_at:
             self._reset(self._state_position)  # jump over skipped steps: none of their records is read
         batcher = self._batcher
@@ -191,9 +211,15 @@ class DataLoaderIterator:
                     stats = self._stats
                     stats.batches += 1
                     stats.records += count
+                    if self._ledger is not None:
+                        self._ledger.step(self._ledger_from, end, count)
+                        self._ledger_from = end
                     return out
                 continue
             if self._exhausted:
+                if self._ledger is not None:
+                    stop = self._engine.processor.sampler.local_length
+                    self._ledger.end(self._ledger_from, self._ledger_from if stop is None else stop)
                 self.close()
                 raise StopIteration
             assert self._producer is not None
@@ -246,13 +272,18 @@ class DataLoaderIterator:
         ``position`` is the first position of this process's stream not yet in an
         emitted batch. Nothing else is needed to resume: restore cost is O(1).
         """
+        if self._ledger is not None:
+            self._ledger.sync()  # a checkpoint: the ledger's lines so far are on disk
         state = self._engine.state_at(self._state_position)
-        if self._skips:
-            state = replace(state, extensions=replace(state.extensions, skips=self._skips))
+        ex = self._engine.processor.exclusions
+        if self._skips or ex is not None:
+            records, consumed = (ex.records, ex.consumed) if ex is not None else (SkipRanges(), None)
+            state = replace(state, extensions=replace(state.extensions, skips=self._skips, skip_records=records,
+                                                      consumed=consumed))
         return state.to_json()
 
     def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False,
-                  skip_steps: range | None = None) -> None:
+                  skip_steps: range | None = None, skip_records: RecordKeys | None = None) -> None:
         """Continues with exactly the batch that followed when ``state`` was taken.
 
         Raises InvalidStateError for a malformed state, IncompatibleStateError for a
@@ -267,22 +298,89 @@ class DataLoaderIterator:
         ``skip_steps=range(a, b)``: steps a..b-1 (counted as in the run without skips)
         are never produced; every other step is the batch the run without skips makes.
         The skips are kept in the state (see docs/forensics.md).
+
+        ``skip_records``: record keys (or the path of a file of keys, one per line) that
+        are never delivered, added to those of the state and of the DataLoader. Where
+        no Filter comes before the Batch, the batch of a step holding such a record is
+        formed from the step's other elements, and every other batch is unchanged; with
+        a Filter before the Batch, the record is left out as the Filter leaves elements out.
+
+        A state merged by ``thresher.merge_states`` restores exactly on any number of
+        processes: every element not delivered before it is delivered once (docs/forensics.md).
         """
         self.restore(LoaderState.from_json(as_state(state, "set_state")),  # Grain-style bytes too
-                     allow_approximate=allow_approximate, skip_steps=skip_steps)
+                     allow_approximate=allow_approximate, skip_steps=skip_steps, skip_records=skip_records)
 
     def restore(self, state: LoaderState, *, allow_approximate: bool = False,
-                skip_steps: range | None = None) -> None:
+                skip_steps: range | None = None, skip_records: RecordKeys | None = None) -> None:
         """``set_state`` for a parsed state (``LoaderState.from_json``)."""
         from thresher.forensics.steps import skip_plan, steps_as_skips
 
-        position = self._engine.resume_position(state, allow_approximate=allow_approximate)
+        base = self._base_engine
+        own = base.processor.exclusions
+        records = (own.records if own is not None else SkipRanges()).union(state.extensions.skip_records)
+        if skip_records is not None:
+            records = records.union(record_blocklist(skip_records, base.processor.sampler.num_records))
+        consumed = state.extensions.consumed
+        engine = base.with_exclusions(Exclusions(records, None if consumed is None else consumed.unmerged()))
+        position = engine.resume_position(state, allow_approximate=allow_approximate)
+        if self._producer is not None:
+            self._producer.close()
+            self._producer = None
+        self._engine = engine
+        self._merged_from = consumed if consumed is not None and consumed.merged else None
         skips = state.extensions.skips
         if skip_steps is not None:
             skips = skips.union(steps_as_skips(self._engine.processor, skip_steps))
         self._skip_plan = skip_plan(self._engine.processor, skips)
         self._skips, self._skip_at = skips, None
         self._reset(position)
+        if self._ledger_dir is not None:
+            self._begin_ledger()
+
+    def ledger(self, directory: str | os.PathLike[str]) -> None:
+        """Appends this process's deliveries to ``directory/process-<i>.ledger`` from now on.
+
+        One line per step (the positions it consumed), a line at each start and
+        restore, synced to disk by ``get_state``; ``thresher audit DIR`` (or
+        ``thresher.forensics.audit``) then checks that every record was delivered exactly
+        once across restarts and host changes (see thresher.loader.ledger).
+
+        Example:
+            >>> import tempfile, thresher as th
+            >>> d = tempfile.mkdtemp()
+            >>> it = iter(th.DataLoader(th.sources.RangeDataSource(0, 8), th.IndexSampler(8), [th.Batch(4)]))
+            >>> it.ledger(d)
+            >>> _ = list(it)
+            >>> th.forensics.audit(d).ok
+            True
+        """
+        if self._ledger is not None:  # another directory from now on
+            ledger, self._ledger = self._ledger, None
+            ledger.close()
+        self._ledger_dir = os.fspath(directory)
+        self._ledger_begun = False
+
+    def _begin_ledger(self) -> None:
+        """Opens the ledger if needed and writes a begin line: where this iterator (re)starts, and how."""
+        assert self._ledger_dir is not None
+        if self._ledger is None:
+            self._ledger = LedgerWriter(self._ledger_dir, self._engine.geometry.shard_index)
+        self._ledger_begun = True
+        self._ledger_from = self._state_position  # a ledger started mid-run covers what follows only
+        engine = self._engine
+        ex = engine.processor.exclusions
+        consumed = ex.consumed if ex is not None else None
+        merged = self._merged_from
+        geometry = engine.geometry
+        self._ledger.begin({
+            "stream": engine.stream.to_json(), "fingerprint": engine.stream.fingerprint,
+            "shards": geometry.shard_count, "block": geometry.block_size, "index": geometry.shard_index,
+            "at": self._state_position, "base": Consumed.digest(consumed),
+            "consumed": consumed.to_json() if consumed is not None else None,
+            "skips": self._skips.to_json(), "blocked": ex.records.to_json() if ex is not None else [],
+            "merged": None if merged is None else {"parent": merged.parent, "layer": merged.layers[-1].to_json()},
+        })
 
     @property
     def engine(self) -> Engine:

@@ -22,7 +22,10 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
+
+import numpy as np
 
 from thresher.errors import ConfigError, InvalidStateError
 
@@ -64,15 +67,37 @@ class SkipRanges:
         return [[a, b] for a, b in self.ranges]
 
     @classmethod
-    def from_json(cls, value: Any) -> SkipRanges:
-        """Reads ``state["dataset"]["skips"]``; InvalidStateError when malformed."""
+    def from_json(cls, value: Any, where: str = "state['dataset']['skips']",
+                  what: str = "global position") -> SkipRanges:
+        """Reads ``state["dataset"]["skips"]`` (or the field ``where``); InvalidStateError when malformed."""
         ok = isinstance(value, list) and all(
             isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in r)
             and 0 <= r[0] < r[1] <= 2**62 for r in value)
         if not ok:
-            raise InvalidStateError(f"state['dataset']['skips'] is malformed: {value!r}; expected a list of "
-                                    "[start, stop) global position pairs with 0 <= start < stop <= 2**62")
+            raise InvalidStateError(f"{where} is malformed: {str(value)[:200]}; expected a list of "
+                                    f"[start, stop) {what} pairs with 0 <= start < stop <= 2**62")
         return cls.of(value)
+
+    @cached_property
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        starts = np.array([a for a, _ in self.ranges], dtype=np.int64)
+        return starts, np.array([b for _, b in self.ranges], dtype=np.int64)
+
+    def contains(self, values: np.ndarray) -> np.ndarray:
+        """A bool array: which of ``values`` (int64) lie in some range. O(n log ranges).
+
+        Example:
+            >>> SkipRanges.of([(2, 4), (9, 10)]).contains(np.arange(11)).nonzero()[0].tolist()
+            [2, 3, 9]
+        """
+        starts, stops = self._bounds
+        v = np.asarray(values, dtype=np.int64)
+        i = np.searchsorted(starts, v, side="right") - 1
+        return (i >= 0) & (v < stops[np.maximum(i, 0)]) if len(starts) else np.zeros(v.shape, dtype=bool)
+
+    def count(self) -> int:
+        """The number of values in the ranges."""
+        return sum(b - a for a, b in self.ranges)
 
     def intersects(self, start: int, stop: int) -> bool:
         """True when some skipped position lies in ``[start, stop)``."""

@@ -22,6 +22,8 @@ from thresher.samplers.geometry import ShardGeometry
 
 __all__ = [
     "STATE_VERSION",
+    "check_run",
+    "check_stream",
     "geometry_of",
     "make_state",
     "next_global_position",
@@ -140,24 +142,7 @@ def resume_position(
     allow_approximate: bool = False,
 ) -> int:
     """``restore_position`` for a parsed state and this loader's typed stream and geometry."""
-    if state.stream.fingerprint != stream.fingerprint:
-        diffs = []
-        for k in state.stream.differences(stream):
-            if k == "operations":
-                diffs.append(
-                    f"the per-record operations (saved {list(state.operations)}, "
-                    f"this loader {[n[:48] for n in operation_names[:6]]})"
-                )
-            else:
-                diffs.append(
-                    f"{k} (saved {getattr(state.stream, k)!r}, this loader {getattr(stream, k)!r})"
-                )
-        raise IncompatibleStateError(
-            "this state was saved by a loader with a different global stream: "
-            + "; ".join(diffs or ["fingerprint"])
-            + ". Restore it with the same source, sampler (shuffle, seed, num_epochs) and "
-            "operations"
-        )
+    check_stream(state, stream, operation_names)
     saved, p = state.geometry, state.position
     P, s, b = saved.shard_count, saved.shard_index, saved.block_size
     P2, s2, b2 = geometry.shard_count, geometry.shard_index, geometry.block_size
@@ -213,6 +198,28 @@ def resume_position(
     raise GeometryError(f"cannot restore {where}: {why}. {fix}")
 
 
+def check_stream(state: LoaderState, stream: StreamId, operation_names: tuple[str, ...] = ()) -> None:
+    """Raises IncompatibleStateError, naming what differs, unless ``state`` is of ``stream``."""
+    if state.stream.fingerprint != stream.fingerprint:
+        diffs = []
+        for k in state.stream.differences(stream):
+            if k == "operations":
+                diffs.append(
+                    f"the per-record operations (saved {list(state.operations)}, "
+                    f"this loader {[n[:48] for n in operation_names[:6]]})"
+                )
+            else:
+                diffs.append(
+                    f"{k} (saved {getattr(state.stream, k)!r}, this loader {getattr(stream, k)!r})"
+                )
+        raise IncompatibleStateError(
+            "this state was saved by a loader with a different global stream: "
+            + "; ".join(diffs or ["fingerprint"])
+            + ". Restore it with the same source, sampler (shuffle, seed, num_epochs) and "
+            "operations"
+        )
+
+
 def slowest_state(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Merges the states of all processes of one run for an approximate restart.
 
@@ -245,35 +252,7 @@ def slowest_state(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         >>> next(it).tolist()
         [12, 16]
     """
-    if isinstance(states, Mapping) or not states:
-        raise InvalidStateError("slowest_state needs a non-empty list of states, one per process")
-    parsed = [LoaderState.from_json(st) for st in states]
-    if any(st.slowest is not None for st in parsed):
-        raise InvalidStateError("slowest_state got a state that is already merged")
-    first = parsed[0]
-    shape, P = first.geometry.shape(), first.geometry.shard_count
-    seen: dict[int, LoaderState] = {}
-    for st in parsed:
-        if st.fingerprint != first.fingerprint:
-            raise InvalidStateError(
-                "slowest_state got states of different global streams (fingerprints "
-                f"{first.fingerprint} and {st.fingerprint})"
-            )
-        if st.geometry.shape() != shape:
-            raise InvalidStateError(
-                "slowest_state got states of different geometries: "
-                f"{_without_index(shape)} and {_without_index(st.geometry)}"
-            )
-        i = st.geometry.shard_index
-        if i in seen:
-            raise InvalidStateError(f"slowest_state got two states of shard {i}")
-        seen[i] = st
-    missing = sorted(set(range(P)) - set(seen))
-    if missing:
-        raise InvalidStateError(
-            f"slowest_state needs the states of all {P} shards; shards {missing[:8]} are "
-            "missing. A restart from a subset could skip elements"
-        )
+    seen = check_run(states, "slowest_state")
     slowest = min(seen.values(), key=lambda st: st.next_global_position)
     merged = LoaderState(
         slowest.position,
@@ -281,10 +260,47 @@ def slowest_state(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         slowest.geometry,
         slowest.operations,
         slowest.global_position,
-        Slowest(P, slowest.next_global_position),
+        Slowest(len(seen), slowest.next_global_position),
         slowest.extensions,
     )
     return merged.to_json()
+
+
+def check_run(states: Sequence[Mapping[str, Any]], who: str) -> dict[int, LoaderState]:
+    """Parses the states of all processes of one run: shard index -> state.
+
+    Raises InvalidStateError unless they are one state per shard of one stream and geometry.
+    """
+    if isinstance(states, Mapping) or not states:
+        raise InvalidStateError(f"{who} needs a non-empty list of states, one per process")
+    parsed = [LoaderState.from_json(st) for st in states]
+    if any(st.slowest is not None for st in parsed):
+        raise InvalidStateError(f"{who} got a state that is already merged")
+    first = parsed[0]
+    shape, P = first.geometry.shape(), first.geometry.shard_count
+    seen: dict[int, LoaderState] = {}
+    for st in parsed:
+        if st.fingerprint != first.fingerprint:
+            raise InvalidStateError(
+                f"{who} got states of different global streams (fingerprints "
+                f"{first.fingerprint} and {st.fingerprint})"
+            )
+        if st.geometry.shape() != shape:
+            raise InvalidStateError(
+                f"{who} got states of different geometries: "
+                f"{_without_index(shape)} and {_without_index(st.geometry)}"
+            )
+        i = st.geometry.shard_index
+        if i in seen:
+            raise InvalidStateError(f"{who} got two states of shard {i}")
+        seen[i] = st
+    missing = sorted(set(range(P)) - set(seen))
+    if missing:
+        raise InvalidStateError(
+            f"{who} needs the states of all {P} shards; shards {missing[:8]} are "
+            "missing. A restart from a subset could skip elements"
+        )
+    return seen
 
 
 def _without_index(geometry: Geometry) -> dict[str, Any]:

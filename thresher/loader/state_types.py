@@ -29,6 +29,7 @@ from typing import Any
 
 from thresher._validate import check_int, is_int
 from thresher.errors import InvalidStateError
+from thresher.loader.exclusions import Consumed
 from thresher.loader.skips import SkipRanges
 from thresher.samplers.geometry import ShardGeometry
 
@@ -204,13 +205,17 @@ class Extensions:
 
     ``mix``: the segment of a mixture read in order; ``pack_rows``: the rows of the
     current packed window already emitted; ``skips``: the global positions of the
-    steps skipped by ``set_state(..., skip_steps=...)`` (thresher.loader.skips).
+    steps skipped by ``set_state(..., skip_steps=...)`` (thresher.loader.skips);
+    ``skip_records``: the record keys never delivered (key ranges); ``consumed``: the
+    positions consumed under an earlier number of processes (thresher.loader.exclusions).
     A new extension is a new typed field here, read and written by ``from_json``/``to_json``.
     """
 
     mix: MixSegment | None = None
     pack_rows: int | None = None
     skips: SkipRanges = field(default_factory=SkipRanges)
+    skip_records: SkipRanges = field(default_factory=SkipRanges)
+    consumed: Consumed | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -220,6 +225,10 @@ class Extensions:
             out["pack"] = {"rows": self.pack_rows}
         if self.skips:
             out["skips"] = self.skips.to_json()
+        if self.skip_records:
+            out["skip_records"] = self.skip_records.to_json()
+        if self.consumed is not None:
+            out["consumed"] = self.consumed.to_json()
         return out
 
     @classmethod
@@ -231,7 +240,11 @@ class Extensions:
         rows = pack.get("rows") if isinstance(pack, dict) else None
         ok_rows = isinstance(rows, int) and is_int(rows, minimum=0, maximum=_MAX_POSITION)
         skips = SkipRanges.from_json(extra["skips"]) if "skips" in extra else SkipRanges()
-        return cls(None if mix is None else MixSegment.from_json(mix), rows if ok_rows else None, skips)
+        blocked = (SkipRanges.from_json(extra["skip_records"], "state['dataset']['skip_records']", "record key")
+                   if "skip_records" in extra else SkipRanges())
+        consumed = Consumed.from_json(extra["consumed"]) if "consumed" in extra else None
+        return cls(None if mix is None else MixSegment.from_json(mix), rows if ok_rows else None, skips, blocked,
+                   consumed)
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,23 @@ class ShardGeometry:
         block, offset = np.divmod(p, b)
         return (block * shards + self.shard_index) * b + offset
 
+    def first_at_or_after(self, global_position: int) -> int:
+        """The first local position whose global position is >= ``global_position``.
+
+        Example:
+            >>> g = ShardGeometry(shard_index=1, shard_count=3, block_size=2)   # global 2, 3, 8, 9, ...
+            >>> [g.first_at_or_after(x) for x in (0, 3, 4, 9, 10)]
+            [0, 1, 2, 3, 4]
+        """
+        b = self.block_size
+        block, offset = divmod(global_position, b)
+        rounds, shard = divmod(block, self.shard_count)
+        if shard < self.shard_index:
+            return rounds * b
+        if shard == self.shard_index:
+            return rounds * b + offset
+        return (rounds + 1) * b
+
     def step_start(self, position: int) -> int | None:
         """The global position every shard stands at when this one is at ``position``.
 

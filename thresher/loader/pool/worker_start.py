@@ -160,7 +160,7 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
     """
     plan = processor.plan
     shipped = ChunkProcessor(processor.source, processor.sampler, replace(plan, batch_ops=()),
-                             skip_errors=processor.skip_errors)
+                             skip_errors=processor.skip_errors, exclusions=processor.exclusions)
     try:
         payload = cloudpickle.dumps(shipped)
     except Exception as e:
@@ -173,7 +173,7 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
             "worker_count=0"
         ) from e
     batch = plan.batch
-    stack = (batch is not None and not plan.filter_before_batch
-             and chunk_size % batch.batch_size == 0)
+    stack = (batch is not None and not plan.filter_before_batch and processor.exclusions is None
+             and chunk_size % batch.batch_size == 0)  # with exclusions, batches are formed in the main process
     return WorkerSpec(payload, stack, "[" + ", ".join(plan.descriptions) + "]",
                       worker_stages(processor.stages, stack))
