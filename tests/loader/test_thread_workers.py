@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import thresher as th
+from tests.forensics.pipelines import bad_specs
 from tests.loader import worker_helpers as wh
 from tests.loader.test_workers_equivalence import _clean, configs
 from thresher.errors import ConfigError, TransformError
@@ -316,3 +317,15 @@ def test_auto_gives_threads_to_a_pipeline_processes_cannot_run(records_path: str
     assert "worker processes cannot be used" in report.reason
     wh.assert_all_same(ref, got)
     assert states == ref_states
+
+
+@settings(max_examples=15, deadline=None)
+@given(spec=bad_specs)
+def test_errors_skip_drops_the_same_records_on_threads(spec: Any) -> None:
+    for i in range(spec.shard_count):
+        with iter(spec.loader(i)) as ref_it:
+            ref = [b.tolist() for b in ref_it]
+            ref_dropped = ref_it.skipped_records
+        with iter(spec.loader(i, 3, worker_mode="thread")) as it:
+            assert [b.tolist() for b in it] == ref
+            assert it.skipped_records == ref_dropped
