@@ -64,7 +64,7 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any], num_epochs
     sampler = th.IndexSampler(len(source), shuffle=shuffle,
                               seed=work.SEED, num_epochs=num_epochs)
     return th.DataLoader(source, sampler, ops, worker_count=cfg.get("workers", 0), chunk_size=cfg.get("chunk_size"),
-                         warm_start=cfg.get("warm_start", False))
+                         warm_start=cfg.get("warm_start", False), worker_mode=cfg.get("mode"))
 
 
 def _iterate(loader: th.DataLoader) -> Iterator[Any]:

@@ -100,8 +100,8 @@ class BadSpec:
     random_map: bool
     batch_size: int
 
-    def loader(self, shard_index: int = 0, worker_count: int = 0, max_skipped: int | float | None = None
-               ) -> th.DataLoader:
+    def loader(self, shard_index: int = 0, worker_count: int = 0, max_skipped: int | float | None = None,
+               worker_mode: str | None = None) -> th.DataLoader:
         sampler = th.IndexSampler(self.num_records, shuffle=self.shuffle, seed=self.seed,
                                   num_epochs=self.num_epochs,
                                   shard_options=th.ShardOptions(shard_index, self.shard_count))
@@ -110,7 +110,8 @@ class BadSpec:
             ops.append(th.RandomMapTransform(lambda x, rng: x + 1000 * int(rng.integers(0, 1000))))
         ops.append(th.Batch(self.batch_size))
         return th.DataLoader(FlakySource(self.num_records, self.bad_reads), sampler, ops,
-                             worker_count=worker_count, chunk_size=7, errors="skip", max_skipped=max_skipped)
+                             worker_count=worker_count, chunk_size=7, errors="skip", max_skipped=max_skipped,
+                             worker_mode=worker_mode)
 
 
 bad_specs = st.integers(4, 40).flatmap(lambda n: st.builds(

@@ -94,7 +94,7 @@ def test_a_script_read_from_stdin_runs_in_process_with_auto_and_with_zero(tmp_pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert TOTAL in proc.stdout
     if workers == "auto":
-        assert "workers cannot be used: the main module was read from standard input" in proc.stdout
+        assert "processes cannot be used: the main module was read from standard input" in proc.stdout
 
 
 def test_python_c_and_python_m_are_not_mistaken_for_a_missing_guard(tmp_path) -> None:

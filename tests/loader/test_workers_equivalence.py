@@ -1,4 +1,5 @@
-"""worker_count changes nothing but speed: same batches, same states, exact resume across W."""
+"""worker_count and worker_mode change nothing but speed: same batches, same states, exact resume
+across W and across processes and threads."""
 
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ configs = st.fixed_dictionaries({
 })
 
 
+modes = st.sampled_from(["process", "thread"])
+
+
 def _clean(cfg: dict[str, Any]) -> dict[str, Any]:
     cfg = dict(cfg)
     if cfg["batch"] is None:
@@ -56,17 +60,19 @@ def test_every_worker_count_gives_the_same_batches_and_states(records_path: str,
     threads = cfg.pop("threads")
     with leak_check():
         ref, ref_states = wh.run(wh.build(records_path, **cfg, workers=0, threads=0))
-        for w in (0, 1, 2, 3):  # every worker count, with this example's reads in flight
-            got, states = wh.run(wh.build(records_path, **cfg, workers=w, threads=threads))
-            wh.assert_all_same(ref, got, f"worker_count={w}, num_threads={threads}")
-            assert states == ref_states, f"worker_count={w}, num_threads={threads}"
+        # every worker count and mode, with this example's reads in flight
+        for w, mode in [(0, "process"), *((w, m) for w in (1, 2, 3) for m in ("process", "thread"))]:
+            got, states = wh.run(wh.build(records_path, **cfg, workers=w, threads=threads, mode=mode))
+            wh.assert_all_same(ref, got, f"worker_count={w}, worker_mode={mode}, num_threads={threads}")
+            assert states == ref_states, f"worker_count={w}, worker_mode={mode}, num_threads={threads}"
             del got
 
 
-def test_an_endless_stream_gives_the_same_batches(records_path: str, no_leaks: None) -> None:
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_an_endless_stream_gives_the_same_batches(records_path: str, no_leaks: None, mode: str) -> None:
     cfg = dict(n=50, shuffle=True, seed=5, num_epochs=None, batch=16, random_map=True)
     ref, ref_states = wh.run(wh.build(records_path, **cfg), limit=20)
-    got, states = wh.run(wh.build(records_path, **cfg, workers=2), limit=20)
+    got, states = wh.run(wh.build(records_path, **cfg, workers=2, mode=mode), limit=20)
     wh.assert_all_same(ref, got)
     assert states == ref_states
 
@@ -97,8 +103,8 @@ def test_elements_travel_through_shared_memory_when_a_filter_comes_first(records
 _CHILD = textwrap.dedent("""
     import json, pickle, sys
     from tests.loader import worker_helpers as wh
-    cfg, state, workers, out = json.loads(sys.argv[1])
-    it = iter(wh.build(**cfg, workers=workers))
+    cfg, state, workers, mode, out = json.loads(sys.argv[1])
+    it = iter(wh.build(**cfg, workers=workers, mode=mode))
     it.set_state(state)
     batches = list(it)
     with open(out, "wb") as f:
@@ -106,11 +112,12 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def _restore_in_fresh_process(cfg: dict[str, Any], state: dict[str, Any], workers: int, out: str) -> Any:
+def _restore_in_fresh_process(cfg: dict[str, Any], state: dict[str, Any], workers: int, out: str,
+                              mode: str = "process") -> Any:
     import pickle
 
     env = dict(os.environ, PYTHONPATH=ROOT)
-    arg = json.dumps([cfg, state, workers, out])
+    arg = json.dumps([cfg, state, workers, mode, out])
     proc = subprocess.run([sys.executable, "-c", _CHILD, arg], env=env, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -125,20 +132,21 @@ _FILTERED = dict(n=150, shuffle=True, seed=7, num_epochs=2, shards=(1, 2), shard
 # Each example starts a Python process: no shrinking (a failure prints its example anyway).
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
           phases=[Phase.explicit, Phase.reuse, Phase.generate])
-@given(cfg=configs, wa=st.integers(0, 3), wb=st.integers(0, 3), where=st.floats(0, 1))
-@example(cfg=_FILTERED, wa=2, wb=3, where=0.4)
-@example(cfg={**_FILTERED, "filter": False, "drop_remainder": True}, wa=3, wb=1, where=0.7)
+@given(cfg=configs, wa=st.integers(0, 3), wb=st.integers(0, 3), where=st.floats(0, 1), ma=modes, mb=modes)
+@example(cfg=_FILTERED, wa=2, wb=3, where=0.4, ma="thread", mb="process")
+@example(cfg={**_FILTERED, "filter": False, "drop_remainder": True}, wa=3, wb=1, where=0.7, ma="process",
+         mb="thread")
 def test_a_state_saved_with_any_worker_count_restores_with_any_other_in_a_new_process(
         records_path: str, tmp_path: Any, _helpers_started: None, cfg: dict[str, Any], wa: int, wb: int,
-        where: float) -> None:
+        where: float, ma: str, mb: str) -> None:
     cfg = _clean(cfg)
     cfg["paths"] = records_path
     with leak_check(timeout=5.0):
         ref, ref_states = wh.run(wh.build(**cfg, workers=0))
         k = int(where * len(ref))
-        state = wh.checkpoint(wh.build(**cfg, workers=wa), k)
+        state = wh.checkpoint(wh.build(**cfg, workers=wa, mode=ma), k)
         json.dumps(state)  # a checkpoint is JSON
-        batches, end_state = _restore_in_fresh_process(cfg, state, wb, str(tmp_path / f"out-{wa}-{wb}.pkl"))
+        batches, end_state = _restore_in_fresh_process(cfg, state, wb, str(tmp_path / f"out-{wa}-{wb}.pkl"), mb)
         wh.assert_all_same(ref[k:], batches)
         assert end_state == (ref_states[-1] if ref_states else state)
 

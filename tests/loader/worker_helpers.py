@@ -97,10 +97,11 @@ def build(paths: Any, *, n: int | None = None, shuffle: bool = False, seed: int 
           batch: int | None = 8, drop_remainder: bool = False, filter: bool = False,
           random_map: bool = False, batch_op: bool = False, extra: tuple[Any, ...] = (),
           workers: int = 0, chunk_size: int | None = 64, buffer: int = 2, threads: int | None = None,
-          prefetch: int = 500, warm_start: bool = False) -> th.DataLoader:
+          prefetch: int = 500, warm_start: bool = False, mode: str | None = None) -> th.DataLoader:
     """A DataLoader over ArrayRecord ``paths``; every option of the equivalence tests.
 
-    ``threads``/``prefetch``: the ReadOptions (reads in flight per producer).
+    ``threads``/``prefetch``: the ReadOptions (reads in flight per producer); ``mode``:
+    the worker mode (``"process"``, ``"thread"``, or None: the default).
 
     Chunks of 64 positions by default, so that the small test datasets are cut into
     enough chunks to keep every worker busy (pass None for the loader's default).
@@ -118,7 +119,8 @@ def build(paths: Any, *, n: int | None = None, shuffle: bool = False, seed: int 
         ops.append(th.Batch(batch, drop_remainder=drop_remainder))
         if batch_op:
             ops.append(label_sum)
-    return th.DataLoader(source, sampler, ops, worker_count=workers, chunk_size=chunk_size,
+    return th.DataLoader(source, sampler, ops, worker_count=workers, worker_mode=mode,
+                         chunk_size=chunk_size,
                          worker_buffer_size=buffer, warm_start=warm_start,
                          read_options=th.ReadOptions(num_threads=threads, prefetch_buffer_size=prefetch))
 
@@ -199,3 +201,29 @@ class Waiting:
 
 def from_bytes(rec: bytes) -> np.ndarray:
     return np.frombuffer(rec, np.int64) * 3
+
+
+def spin(x: Any) -> Any:
+    """About 0.3 ms of pure-Python work that holds the interpreter lock (no GIL released)."""
+    total = 0
+    for i in range(3000):
+        total += i * i
+    return x if total >= 0 else None
+
+
+class Unpicklable:
+    """A source that refuses to be pickled: only thread workers (and worker_count=0) can read it."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, key: int) -> int:
+        with self.lock:
+            return key * 10
+
+    def __reduce__(self) -> Any:
+        raise TypeError("Unpicklable cannot be pickled")

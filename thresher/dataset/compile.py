@@ -87,9 +87,11 @@ class CompiledLoader(DataLoader):
     """
 
     def __init__(self, source: Any, sampler: IndexSampler, operations: Sequence[Any], *, chain_digest: str,
-                 worker_count: int = 0, buffer: int | None = None, chunk_size: int | None = None) -> None:
+                 worker_count: int = 0, buffer: int | None = None, chunk_size: int | None = None,
+                 worker_mode: str = "process") -> None:
         super().__init__(source, sampler, operations, worker_count=worker_count, chunk_size=chunk_size,
-                         worker_buffer_size=2 if buffer is None else buffer)
+                         worker_buffer_size=2 if buffer is None else buffer,
+                         worker_mode="thread" if worker_mode == "thread" else "process")
         self.chain_digest = chain_digest
 
     @cached_property
@@ -174,10 +176,12 @@ class Compiled:
 
 class _Context:
     def __init__(self, *, salt: int, prefix_digest: Callable[[int], str] | None, worker_count: int,
-                 buffer: int | None, mix_segment: tuple[int, list[int]] | None = None) -> None:
+                 buffer: int | None, mix_segment: tuple[int, list[int]] | None = None,
+                 worker_mode: str = "process") -> None:
         self.salt = salt
         self.prefix_digest = prefix_digest
         self.worker_count = worker_count
+        self.worker_mode = worker_mode
         self.buffer = buffer
         self.mix_segment = mix_segment
         self.stages: list[str] = []
@@ -236,7 +240,7 @@ def component_view(dataset: Any, ctx: _Context, index: int, what: str) -> tuple[
         if isinstance(n, N.Shard):
             raise ConfigError(f"{what} component {index} has a shard(): shard the {what} instead")
     sub = _Context(salt=derive_seed(ctx.salt, index, 0x434F4D50), prefix_digest=dataset.prefix_digest,
-                   worker_count=ctx.worker_count, buffer=ctx.buffer)
+                   worker_count=ctx.worker_count, buffer=ctx.buffer, worker_mode=ctx.worker_mode)
     stage, _, front, _ = _build(nodes, sub)
     if front is not None:
         raise ConfigError(f"{what} component {index} is packed; pack the {what} instead")
@@ -371,7 +375,8 @@ def _cache(stage: _Stage, node: N.Cache, ctx: _Context) -> _Stage:
     def elements() -> Any:
         source, sampler = stage.engine(_cache_part(stage, *process))
         ctx.reseeded = ctx.reseeded or isinstance(source, RepeatView)
-        loader = DataLoader(source, sampler, stage.operations(), worker_count=ctx.worker_count)
+        loader = DataLoader(source, sampler, stage.operations(), worker_count=ctx.worker_count,
+                            worker_mode="thread" if ctx.worker_mode == "thread" else "process")
         with iter(loader) as it:
             yield from it
 
@@ -468,8 +473,9 @@ def compile_chain(nodes: Sequence[N.Node], *, chain_digest: str, prefix_digest: 
     prefetch = [n for n in nodes if isinstance(n, N.Prefetch)]
     worker_count = prefetch[-1].worker_count if prefetch else 0
     buffer = prefetch[-1].buffer if prefetch else None
+    mode = prefetch[-1].worker_mode if prefetch else "process"
     ctx = _Context(salt=0, prefix_digest=prefix_digest, worker_count=worker_count, buffer=buffer,
-                   mix_segment=mix_segment)
+                   mix_segment=mix_segment, worker_mode=mode)
     stage, shard, front, rebatch = _build(nodes, ctx)
     ctx.stages.append(f"stage {len(ctx.stages)}: {_stage_line(stage)}"
                       + (f" -> {front.batch!r}" if front is not None and front.batch is not None else "")
@@ -481,7 +487,7 @@ def compile_chain(nodes: Sequence[N.Node], *, chain_digest: str, prefix_digest: 
         # gave: a state saved by one must not restore into the other.
         chain_digest = f"{chain_digest}+reseed"
     loader = CompiledLoader(source, sampler, stage.operations(), chain_digest=chain_digest,
-                            worker_count=worker_count, buffer=buffer,
+                            worker_count=worker_count, buffer=buffer, worker_mode=mode,
                             chunk_size=_PACK_CHUNK_WINDOWS if front is not None else None)
     in_order = stage.shuffle is None and (stage.epochs == 1 or stage.endless_source)
     mix = stage.source if isinstance(stage.source, MixView) and in_order else None

@@ -46,6 +46,7 @@ from thresher.dataset.rebatch_iterator import RebatchIterator
 from thresher.dataset.views import StageView
 from thresher.errors import ConfigError, ConfigTypeError, RandomAccessError
 from thresher.loader.data_loader import DataLoader
+from thresher.loader.options import LoaderOptions, WorkerMode
 from thresher.randomness.seeds import check_seed
 from thresher.samplers.sharding import ShardOptions
 from thresher.sources.in_memory import InMemoryDataSource
@@ -309,19 +310,22 @@ class Dataset:
         options = as_shard_options(options, "Dataset.shard")  # Grain's too
         return self._then(lambda at: N.Shard(at=at, options=options))
 
-    def prefetch(self, worker_count: int = 0, buffer: int = 2) -> Dataset:
-        """Computes ahead in ``worker_count`` processes, ``buffer`` chunks each. It
-        changes speed only, never the elements; it applies to the whole pipeline
-        (a mix or interleave component's own prefetch is ignored).
+    def prefetch(self, worker_count: int = 0, buffer: int = 2, worker_mode: WorkerMode = "process") -> Dataset:
+        """Computes ahead in ``worker_count`` processes (``worker_mode="thread"``: threads),
+        ``buffer`` chunks each. It changes speed only, never the elements; it applies to
+        the whole pipeline (a mix or interleave component's own prefetch is ignored).
 
         Example:
             >>> import thresher as th
             >>> th.Dataset.range(3).prefetch(worker_count=0).nodes[-1].describe()
             'prefetch(worker_count=0, buffer=2)'
+            >>> list(th.Dataset.range(5).map(abs).prefetch(worker_count=2, worker_mode="thread"))
+            [0, 1, 2, 3, 4]
         """
         w = _positive_int(worker_count, "prefetch worker_count", 0)
         b = _positive_int(buffer, "prefetch buffer")
-        return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b))
+        mode = LoaderOptions(w, worker_mode=worker_mode).worker_mode  # checked: a ConfigError names it
+        return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b, worker_mode=str(mode)))
 
     def cache(self, path: str | os.PathLike[str] | None = None, *, max_bytes: int | None = None,
               serializer: Any = None, timeout_s: float = 3600.0) -> Dataset:

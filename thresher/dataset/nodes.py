@@ -196,9 +196,11 @@ class Shard(Node):
 class Prefetch(Node):
     worker_count: int = 0
     buffer: int = 2
+    worker_mode: str = "process"
 
     def describe(self) -> str:
-        return f"prefetch(worker_count={self.worker_count}, buffer={self.buffer})"
+        mode = f", worker_mode={self.worker_mode!r}" if self.worker_mode != "process" else ""
+        return f"prefetch(worker_count={self.worker_count}, buffer={self.buffer}{mode})"
 
 
 @dataclass(frozen=True)

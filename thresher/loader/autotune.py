@@ -198,6 +198,8 @@ class Probe:
         read_s: seconds its reads took, start to end; read_cpu_s: their CPU time
             (summed over the threads); read_threads: the threads they ran on (0: inline).
         ops_s: seconds its per-record operations took.
+        thread_speedup: how much faster two chunks ran on two threads at once than one
+            after the other (see thresher.loader.thread_probe), or None when not measured.
     """
 
     chunk_s: float
@@ -208,6 +210,7 @@ class Probe:
     read_cpu_s: float = 0.0
     read_threads: int = 0
     ops_s: float = 0.0
+    thread_speedup: float | None = None
 
 
 def latency_bound(probe: Probe) -> bool:
@@ -263,6 +266,8 @@ class AutotuneReport:
         reason: why, in words.
         read_threads: reads in flight in each producer (0: inline).
         read_wait_s: one read's measured time, start to end.
+        worker_mode: ``"process"`` or ``"thread"``: how the workers run.
+        thread_speedup: the measured speedup of two chunks on two threads (None: not measured).
     """
 
     worker_count: int
@@ -275,9 +280,12 @@ class AutotuneReport:
     reason: str
     read_threads: int = 0
     read_wait_s: float = 0.0
+    worker_mode: str = "process"
+    thread_speedup: float | None = None
 
     def __str__(self) -> str:
-        return (f"autotune: worker_count={self.worker_count}, worker_buffer_size={self.worker_buffer_size}, "
+        mode = f", worker_mode={self.worker_mode!r}" if self.worker_count else ""
+        return (f"autotune: worker_count={self.worker_count}, worker_buffer_size={self.worker_buffer_size}{mode}, "
                 f"read_threads={self.read_threads}: "
                 f"{self.reason} (a chunk of {self.chunk_records} records took {1e3 * self.chunk_s:.2f} ms "
                 f"and holds {self.chunk_bytes / 2**20:.2f} MiB; {self.cpus} CPUs; read-ahead budget "

@@ -17,7 +17,7 @@ from thresher.loader.engine import Engine
 from thresher.loader.exclusions import Exclusions, RecordKeys, record_blocklist
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.main_module import unimportable_main
-from thresher.loader.options import LoaderOptions, WorkerCount
+from thresher.loader.options import LoaderOptions, WorkerCount, WorkerMode
 from thresher.loader.pool.worker_main import WorkerSpec
 from thresher.loader.pool.worker_start import make_worker_spec
 from thresher.loader.profiling.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS
@@ -45,6 +45,14 @@ class DataLoader:
             (and the read-ahead) from its time and size, the CPUs and the memory
             (see thresher.loader.autotune; the choice is ``autotune_report``).
             Batches are identical for every value.
+        worker_mode: ``"process"`` (the default with a number of workers) runs the
+            workers as processes; ``"thread"`` as threads of this process: nothing is
+            pickled or sent through shared memory, which pays for work that releases
+            the GIL (JPEG decode, array_record reads, NumPy) and on free-threaded
+            Python, and lets operations that cannot be pickled run ahead. With
+            ``worker_count="auto"`` and no worker_mode the mode is measured too (see
+            docs/performance.md, "Threads or processes"). Batches are identical for
+            every mode.
         chunk_size: positions computed in one piece (default: a multiple of the
             batch size of at least 256). It changes speed and memory, never results.
         worker_buffer_size: chunks each worker computes ahead of the training loop;
@@ -118,6 +126,7 @@ class DataLoader:
         operations: Sequence[Any] = (),
         *,
         worker_count: WorkerCount = 0,
+        worker_mode: WorkerMode | None = None,
         chunk_size: int | None = None,
         worker_buffer_size: int | None = None,
         read_options: Any = None,
@@ -138,7 +147,7 @@ class DataLoader:
         if sampler.num_records > n:
             raise ConfigError(f"the sampler has num_records={sampler.num_records} but the source {data_source!r} "
                               f"has only {n} records")
-        options = LoaderOptions(worker_count, chunk_size, worker_buffer_size)
+        options = LoaderOptions(worker_count, chunk_size, worker_buffer_size, worker_mode)
         check_policy(errors, max_skipped)
         self.errors = errors
         self.plan = plan_operations(operations)
@@ -151,6 +160,8 @@ class DataLoader:
         self.sampler = sampler
         self.data_source = data_source
         self.worker_count = options.worker_count
+        #: ``"process"``, ``"thread"``, or ``"auto"`` (``worker_count="auto"`` measures it).
+        self.worker_mode: WorkerMode = options.worker_mode or "process"
         self.chunk_size = chunk_size = options.chunk_size_for(batch.batch_size if batch is not None else None)
         self.worker_buffer_size = options.worker_buffer_size
         self.read_options = ReadOptions.coerce(read_options)
@@ -164,7 +175,7 @@ class DataLoader:
         self._unusable: str | None = None  # why workers cannot run this pipeline ("auto" only)
         #: What ``worker_count="auto"`` chose (set by the first iterator), else None.
         self.autotune_report: AutotuneReport | None = None
-        if worker_count != 0:  # the fork server starts with the first workers, not here
+        if worker_count != 0 and self.worker_mode != "thread":  # the fork server starts with the first workers
             try:
                 self._worker_spec = make_worker_spec(self._processor, chunk_size)
             except ConfigError as e:
@@ -179,7 +190,8 @@ class DataLoader:
         """What the iterators run: the processor, chunking, workers, stream and geometry."""
         return Engine(self._processor, self.chunk_size, self.worker_count, self.worker_buffer_size,
                       self._worker_spec, self._unusable, self.stream_id, self.state_geometry, self.stage_order,
-                      read_options=self.read_options, warm_start=self.warm_start, ledger=self.ledger)
+                      read_options=self.read_options, warm_start=self.warm_start, ledger=self.ledger,
+                      worker_mode=self.worker_mode)
 
     def _decided(self, report: AutotuneReport) -> None:
         self.autotune_report = report
@@ -253,4 +265,4 @@ class DataLoader:
 
     def __repr__(self) -> str:
         return (f"DataLoader({self.data_source!r}, {self.sampler!r}, {list(self.plan.descriptions)}, "
-                f"worker_count={self.worker_count})")
+                f"worker_count={self.worker_count}, worker_mode={self.worker_mode!r})")

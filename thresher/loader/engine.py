@@ -3,7 +3,7 @@
 A DataLoader checks the user's arguments and builds an Engine: the chunk processor
 (the pure function of positions), the chunking, how workers run the pipeline, the
 stream's identity and this process's geometry. Iterators depend on the Engine only;
-it makes their producers (in this process, in worker processes, or, for
+it makes their producers (in this process, in worker processes or threads, or, for
 ``worker_count="auto"``, a measuring one whose measurement gives the decision).
 
 Example:
@@ -39,13 +39,14 @@ from thresher.loader.autotune import (
 )
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.exclusions import Consumed, Exclusions
-from thresher.loader.options import WorkerCount
+from thresher.loader.options import WorkerCount, WorkerMode
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
 from thresher.loader.profiling.stats import StatsRecorder, available_cpus
 from thresher.loader.read_ahead import ReadAhead
 from thresher.loader.read_options import ReadOptions
 from thresher.loader.state import check_stream, resume_position
 from thresher.loader.state_types import Geometry, LoaderState, StreamId
+from thresher.loader.thread_probe import choose_mode
 
 if TYPE_CHECKING:
     from thresher.loader.pool.worker_main import WorkerSpec
@@ -62,10 +63,12 @@ class Engine:
     Attributes:
         processor: reads and transforms a range of positions (a pure function).
         chunk_size: positions per chunk.
-        worker_count: processes that compute ahead (0: this process), or ``"auto"``.
+        worker_count: workers that compute ahead (0: this process), or ``"auto"``.
+        worker_mode: ``"process"``, ``"thread"``, or ``"auto"`` (measured, with
+            ``worker_count="auto"``): how the workers run.
         worker_buffer_size: chunks each worker computes ahead (None: sized by memory).
         worker_spec: the pipeline pickled for workers, or None without workers.
-        unusable: why workers cannot run this pipeline (``"auto"`` only), or None.
+        unusable: why worker processes cannot run this pipeline (``"auto"`` only), or None.
         stream, geometry: the state's stream identity and this process's geometry.
         stage_order: the stages' names, in order (the rows of ``it.stats()``).
         read_options: reads in flight per producer (``num_threads`` None: the source's
@@ -85,6 +88,7 @@ class Engine:
     warm_start: bool = False
     read_options: ReadOptions = field(default_factory=ReadOptions)
     ledger: str | None = None
+    worker_mode: WorkerMode = "process"
 
     # -- state ------------------------------------------------------------------------------
     def state_at(self, position: int) -> LoaderState:
@@ -155,8 +159,34 @@ class Engine:
 
     # -- producers --------------------------------------------------------------------------
     def decide(self, probe: Probe) -> AutotuneReport:
-        """What ``worker_count="auto"`` chooses for a first chunk measured as ``probe``."""
-        fixed, worth = self.read_options.num_threads, WORTH
+        """What ``worker_count="auto"`` chooses for a first chunk measured as ``probe``.
+
+        The worker mode, when not given: threads if ``probe.thread_speedup`` shows the
+        work runs in parallel on threads, else processes (thresher.loader.thread_probe).
+        """
+        report, short = self._decide(probe)
+        if self.worker_mode == "thread":
+            return replace(report, worker_mode="thread", thread_speedup=probe.thread_speedup)
+        if self.worker_mode == "auto":
+            processes = self.unusable is None
+            speedup = None if short and processes else probe.thread_speedup
+            why = ("even the most reads in flight leave the CPU waiting: processes multiply them" if short
+                   else "" if processes else "processes cannot run this pipeline")
+            report = choose_mode(report, speedup, processes, why)
+            if not processes:
+                report = replace(report, reason=f"{report.reason}; worker processes cannot be used: {self.unusable}")
+        return report
+
+    def wants_thread_speedup(self, probe: Probe) -> bool:
+        """Whether ``decide`` needs the thread speedup measured for ``probe`` (the mode is to be chosen)."""
+        if self.worker_mode != "auto" or available_cpus() < 2:
+            return False
+        report, short = self._decide(probe)
+        return report.worker_count > 0 and not (short and self.unusable is None)
+
+    def _decide(self, probe: Probe) -> tuple[AutotuneReport, bool]:
+        """The worker count and reads in flight, and whether reads call for more producers."""
+        fixed, worth, short = self.read_options.num_threads, WORTH, False
         declared = getattr(self.processor.source, "suggested_reads_in_flight", None)
         if fixed is None and declared is not None:  # the source knows its storage: measuring cannot beat that
             threads, cost, why = declared, probe.chunk_s, f"the source suggests {declared} reads in flight"
@@ -170,14 +200,15 @@ class Engine:
                 cost, worth = (cost, WORTH) if short else (probe.ops_s, LATENCY_WORTH)
         else:
             threads, cost, why = fixed, probe.chunk_s, f"ReadOptions(num_threads={fixed})"
+        unusable = self.unusable if self.worker_mode == "process" else None  # threads need no pickling
         report = decide(cost, probe.chunk_bytes, probe.chunk_records, probe.chunks_left, available_cpus(),
-                        memory_budget(), self.unusable, worth)
+                        memory_budget(), unusable, worth)
         wait_s = probe.read_s * max(1, probe.read_threads) / max(1, probe.chunk_records)
         report = replace(report, chunk_s=probe.chunk_s, read_threads=threads, read_wait_s=wait_s,
                          reason=f"{why}; {report.reason}")
         if self.worker_buffer_size is not None:
             report = replace(report, worker_buffer_size=self.worker_buffer_size)
-        return report
+        return report, short
 
     def reads(self, threads: int | None = None) -> ReadOptions:
         """The read options of a producer: ``threads`` (else the option's or the source's) resolved."""
@@ -194,35 +225,42 @@ class Engine:
         """
         stop = self.processor.sampler.local_length
         if self.worker_count != "auto":
-            return self._producer(self.worker_count, self.worker_buffer_size, position, stop, stats, None,
-                                  self.reads())
+            return self._producer(self.worker_count, self.worker_mode, self.worker_buffer_size, position, stop,
+                                  stats, None, self.reads())
         if decision is not None:
-            return self._producer(decision.worker_count, decision.worker_buffer_size, position, stop, stats,
-                                  decision, self.reads(decision.read_threads))
+            return self._producer(decision.worker_count, decision.worker_mode, decision.worker_buffer_size,
+                                  position, stop, stats, decision, self.reads(decision.read_threads))
 
         def choose(probe: Probe, at: int) -> Producer:
             report = self.decide(probe)
             _log.info("%s", report)
             if decided is not None:
                 decided(report)
-            return self._producer(report.worker_count, report.worker_buffer_size, at, stop, stats, report,
-                                  self.reads(report.read_threads))
+            return self._producer(report.worker_count, report.worker_mode, report.worker_buffer_size, at, stop,
+                                  stats, report, self.reads(report.read_threads))
 
         if stats is not None:
             stats.worker_count = 0
         probe = self.reads()
         return MeasuringProducer(self.processor, position, stop, self.chunk_size, stats, choose,
-                                 ReadAhead(self.processor, probe.num_threads or 0, probe.timeout_s))
+                                 ReadAhead(self.processor, probe.num_threads or 0, probe.timeout_s),
+                                 self.wants_thread_speedup)
 
-    def _producer(self, workers: int, buffer: int | None, position: int, stop: int | None,
+    def _producer(self, workers: int, mode: str, buffer: int | None, position: int, stop: int | None,
                   stats: StatsRecorder | None, decision: AutotuneReport | None, reads: ReadOptions) -> Producer:
         if stats is not None:
             stats.worker_count = workers
+            stats.worker_mode = mode
             stats.notes = [str(decision)] if decision is not None else []
         if workers == 0:
             return InProcessProducer(self.processor, position, stop, self.chunk_size, stats,
                                      ReadAhead(self.processor, reads.num_threads or 0, reads.timeout_s),
                                      reads.chunks_ahead(self.chunk_size))
+        if mode == "thread":
+            from thresher.loader.pool.threads import ThreadPoolProducer
+
+            return ThreadPoolProducer(self.processor, position, stop, self.chunk_size, workers, buffer, stats,
+                                      reads=reads)
         # The pool's modules (sockets, shared memory) are loaded only by loaders with workers.
         from thresher.loader import warm_start
         from thresher.loader.main_module import unimportable_main

@@ -4,6 +4,13 @@ Example:
     >>> from thresher.loader.options import LoaderOptions
     >>> LoaderOptions(worker_count=2).chunk_size_for(batch_size=100)
     300
+    >>> LoaderOptions(worker_count=2).worker_mode, LoaderOptions(worker_count="auto").worker_mode
+    ('process', 'auto')
+    >>> try:
+    ...     LoaderOptions(worker_count=2, worker_mode="fiber")
+    ... except ValueError as e:
+    ...     print(e)
+    worker_mode must be "process" or "thread" (or None: processes, chosen with worker_count="auto"), got 'fiber'
     >>> try:
     ...     LoaderOptions(chunk_size=0)
     ... except ValueError as e:
@@ -17,10 +24,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from thresher._validate import check_count, check_int
+from thresher.errors import ConfigError
 
-__all__ = ["LoaderOptions", "WorkerCount"]
+__all__ = ["WORKER_MODES", "LoaderOptions", "WorkerCount", "WorkerMode"]
 
 WorkerCount = int | Literal["auto"]
+WorkerMode = Literal["process", "thread", "auto"]
+"""How workers run: ``"process"``, ``"thread"``, or ``"auto"`` (chosen by ``worker_count="auto"``)."""
+WORKER_MODES = ("process", "thread")
 
 _MIN_CHUNK_RECORDS = 256
 
@@ -35,8 +46,15 @@ class LoaderOptions:
     worker_count: WorkerCount = 0
     chunk_size: int | None = None
     worker_buffer_size: int | None = None
+    worker_mode: WorkerMode | None = None
 
     def __post_init__(self) -> None:
+        mode = self.worker_mode
+        if mode is not None and (not isinstance(mode, str) or mode not in WORKER_MODES):
+            raise ConfigError('worker_mode must be "process" or "thread" (or None: processes, chosen with '
+                              f'worker_count="auto"), got {mode!r}')
+        if mode is None:
+            object.__setattr__(self, "worker_mode", "auto" if self.worker_count == "auto" else "process")
         if self.worker_count != "auto":
             count = check_count(self.worker_count, "worker_count", minimum=0, also='"auto"')
             object.__setattr__(self, "worker_count", count)

@@ -17,6 +17,7 @@ from thresher.loader.autotune import Probe, latency_bound, nbytes
 from thresher.loader.chunk import Chunk, ChunkProcessor
 from thresher.loader.profiling.stats import StatsRecorder
 from thresher.loader.read_ahead import Pending, ReadAhead
+from thresher.loader.thread_probe import measure_pair
 
 __all__ = ["InProcessProducer", "MeasuringProducer", "Producer", "chunk_bounds"]
 
@@ -87,17 +88,25 @@ class MeasuringProducer:
     for the positions from there on (same chunk size, so the chunks are exactly those
     of one producer). The measured chunks are handed out as usual. A first chunk that
     takes ``LONG_S`` or more, or whose reads on threads mostly waited, is measurement enough.
+
+    When ``wants_pair(probe)`` says so (the worker mode is to be chosen), the next two
+    chunks are computed at once on two threads and their ``thread_speedup`` is added
+    to the probe (see thresher.loader.thread_probe); they are handed out in order too.
     """
 
     MIN_PROBES, MAX_PROBES, CHEAP_S, LONG_S = 2, 4, 0.01, 0.2
 
     def __init__(self, processor: ChunkProcessor, start: int, stop: int | None, chunk_size: int,
                  stats: StatsRecorder | None, choose: Callable[[Probe, int], Producer],
-                 reads: ReadAhead | None = None) -> None:
+                 reads: ReadAhead | None = None, wants_pair: Callable[[Probe], bool] | None = None) -> None:
         self._probe = InProcessProducer(processor, start, stop, chunk_size, stats, reads)
+        self._processor, self._stats = processor, stats
         self._start, self._stop, self._chunk_size = start, stop, chunk_size
         self._choose = choose
+        self._wants_pair = wants_pair
         self._probes: list[Probe] = []
+        self._ready: deque[Chunk | BaseException] = deque()  # the pair's chunks, not yet handed out
+        self._index = 0  # chunks handed out
         self._rest: Producer | None = None
 
     @property
@@ -106,11 +115,18 @@ class MeasuringProducer:
         return self._rest
 
     def next_chunk(self) -> Chunk | None:
+        if self._ready:
+            ready = self._ready.popleft()
+            if isinstance(ready, BaseException):
+                raise ready
+            self._index += 1
+            return ready
         if self._rest is not None:
             return self._rest.next_chunk()
         chunk = self._probe.next_chunk()
         if chunk is None:
             return None
+        self._index += 1
         marks = chunk.marks
         reads = self._probe.reads
         left = None if self._stop is None else -(-(self._stop - chunk.stop) // self._chunk_size)
@@ -123,12 +139,32 @@ class MeasuringProducer:
         first = self._probes[0]
         if (last or n >= self.MAX_PROBES or (n >= self.MIN_PROBES and total >= self.CHEAP_S)
                 or first.chunk_s >= self.LONG_S or (first.read_threads > 0 and latency_bound(first))):
-            fastest = min(self._probes, key=lambda p: p.chunk_s)
+            fastest = replace(min(self._probes, key=lambda p: p.chunk_s), chunks_left=left)
             self._probe.close()
-            self._rest = self._choose(replace(fastest, chunks_left=left), chunk.stop)
+            at = chunk.stop
+            if not last and self._wants_pair is not None and self._wants_pair(fastest):
+                fastest, at = self._pair(fastest, at, reads.threads, reads.timeout_s)
+            self._rest = self._choose(fastest, at)
         return chunk
 
+    def _pair(self, probe: Probe, at: int, read_threads: int, timeout_s: float | None) -> tuple[Probe, int]:
+        """Computes the two chunks from ``at`` at once on two threads: the probe with their speedup."""
+        first = chunk_bounds(at, self._stop, self._chunk_size, 0)
+        second = chunk_bounds(at, self._stop, self._chunk_size, 1)
+        if first is None or second is None or second[1] - second[0] < self._chunk_size:
+            return probe, at  # too little left to measure: the mode is chosen without it
+        chunks, seconds = measure_pair(self._processor, first, second, read_threads, timeout_s)
+        for i, (c, bounds) in enumerate(zip(chunks, (first, second), strict=True)):
+            if self._stats is not None and isinstance(c, Chunk) and c.marks is not None:
+                self._stats.chunk(self._processor.stages, c.marks, index=self._index + i, start=bounds[0],
+                                  stop=bounds[1])
+            self._ready.append(c)
+        left = None if probe.chunks_left is None else max(0, probe.chunks_left - 2)
+        speedup = 2 * probe.chunk_s / seconds if seconds > 0 else 1.0
+        return replace(probe, chunks_left=left, thread_speedup=speedup), second[1]
+
     def close(self) -> None:
+        self._ready.clear()
         self._probe.close()
         if self._rest is not None:
             self._rest.close()

@@ -1,4 +1,4 @@
-"""Carrying an exception from a worker process to the main process, with its traceback.
+"""Carrying an exception from a worker (process or thread) to the main process, with its traceback.
 
 The worker sends the exception and its cause (cloudpickled when they can be), their
 type names and messages, and the formatted traceback text. The main process raises
@@ -31,7 +31,7 @@ from typing import Any
 
 from thresher.errors import ThresherError, WorkerError
 
-__all__ = ["describe_exception", "rebuild_exception"]
+__all__ = ["describe_exception", "rebuild_exception", "thread_exception"]
 
 
 def _dumps(obj: object) -> bytes | None:
@@ -72,7 +72,35 @@ def rebuild_exception(info: dict[str, Any], where: str) -> BaseException:
     """
     tb = info["traceback"].rstrip()
     exc = _loads(info.get("exception"))
-    cause = _loads(info.get("cause"))
+    if exc is not None:
+        return _with_origin(exc, _loads(info.get("cause")), tb, where)
+    err = WorkerError(f"thresher {where} raised {info['type']}: {info['message']} "
+                      f"(the exception could not be sent to the main process as it is); "
+                      f"the worker's traceback follows\n{tb}")
+    err.worker_traceback = tb
+    return err
+
+
+def thread_exception(e: BaseException, where: str) -> BaseException:
+    """The exception to raise in the main thread for ``e``, raised in the worker thread ``where``.
+
+    The same as ``rebuild_exception`` gives for a worker process (no pickling: the
+    exception is at hand): a thresher error of the same type naming ``where`` in its
+    message, any other exception itself with a note.
+
+    Example:
+        >>> from thresher.errors import TransformError
+        >>> from thresher.loader.pool.remote_errors import thread_exception
+        >>> err = thread_exception(TransformError("bad record", position=3), "worker thread 0 of 2")
+        >>> type(err).__name__, err.position, "worker thread 0 of 2" in str(err)
+        ('TransformError', 3, True)
+    """
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip()
+    return _with_origin(e, e.__cause__ if e.__cause__ is not None else e.__context__, tb, where)
+
+
+def _with_origin(exc: BaseException, cause: BaseException | None, tb: str, where: str) -> BaseException:
+    """``exc`` (or a thresher error of its type) telling that it was raised in ``where``, with ``tb``."""
     if isinstance(exc, ThresherError):
         try:
             rebuilt = type(exc)(f"{exc}\n[raised in thresher {where}; the worker's traceback follows]\n{tb}")
@@ -83,17 +111,11 @@ def rebuild_exception(info: dict[str, Any], where: str) -> BaseException:
             rebuilt.worker_traceback = tb
             rebuilt.__cause__ = cause
             return rebuilt
-    if exc is not None:
-        if cause is not None:
-            exc.__cause__ = cause
-        note = f"[raised in thresher {where}; the worker's traceback follows]\n{tb}"
-        if hasattr(exc, "add_note"):
-            exc.add_note(note)
-        else:  # Python 3.10
-            exc.__notes__ = [note]  # type: ignore[attr-defined]
-        return exc
-    err = WorkerError(f"thresher {where} raised {info['type']}: {info['message']} "
-                      f"(the exception could not be sent to the main process as it is); "
-                      f"the worker's traceback follows\n{tb}")
-    err.worker_traceback = tb
-    return err
+    if cause is not None:
+        exc.__cause__ = cause
+    note = f"[raised in thresher {where}; the worker's traceback follows]\n{tb}"
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # Python 3.10
+        exc.__notes__ = [note]  # type: ignore[attr-defined]
+    return exc

@@ -29,12 +29,12 @@ from multiprocessing.connection import Connection
 import cloudpickle  # noqa: F401  (the payload needs it: imported once, in the fork server)
 import numpy as np
 
-from thresher.errors import BatchError, TransformError, WorkerError
+from thresher.errors import TransformError, WorkerError
 from thresher.loader.chunk import Chunk, ChunkProcessor, Reading
 from thresher.loader.pool.remote_errors import describe_exception
 from thresher.loader.pool.shm import Packed, pack
+from thresher.loader.pool.stacking import stack_batches, worker_stages
 from thresher.loader.pool.wire import send
-from thresher.loader.profiling.stats import BATCH, PACK
 from thresher.loader.read_ahead import Pending, ReadAhead
 from thresher.loader.read_options import ReadOptions
 
@@ -64,28 +64,6 @@ class WorkerSpec:
     stack: bool
     description: str = ""
     stages: tuple[str, ...] = ()
-
-
-def worker_stages(processor_stages: tuple[str, ...], stack: bool) -> tuple[str, ...]:
-    """The stages a worker times: the processor's, ``batch`` when it stacks, ``pack``."""
-    return processor_stages + ((BATCH,) if stack else ()) + (PACK,)
-
-
-def _stack_batches(processor: ChunkProcessor, chunk: Chunk) -> Chunk:
-    """The chunk with its elements stacked into batches, exactly as the main Batcher would."""
-    batch = processor.plan.batch
-    assert batch is not None
-    b = batch.batch_size
-    elements, positions = chunk.elements, chunk.positions
-    n = len(elements)
-    bounds = [(i, min(i + b, n)) for i in range(0, n, b)]
-    if n % b and batch.drop_remainder:
-        bounds.pop()  # the last, partial batch: only the stream's last chunk has one
-    try:
-        batches = [batch.stack(elements[i:j], positions[i:j]) for i, j in bounds]
-    except BatchError:
-        return chunk  # let the main Batcher raise it, at exactly the batch worker_count=0 would
-    return Chunk(chunk.start, chunk.stop, chunk.positions, [], batches)
 
 
 def _record_key(processor: ChunkProcessor, position: int) -> int:
@@ -128,7 +106,7 @@ def compute(processor: ChunkProcessor, stack: bool, start: int, stop: int,
     chunk.marks = None
     out = chunk
     if stack:
-        out = _stack_batches(processor, chunk)
+        out = stack_batches(processor, chunk)
         marks.append(time.monotonic_ns())
     try:
         packed = pack(out)

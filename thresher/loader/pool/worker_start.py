@@ -26,7 +26,8 @@ import cloudpickle
 
 from thresher.errors import ConfigError
 from thresher.loader.chunk import ChunkProcessor
-from thresher.loader.pool.worker_main import WorkerSpec, worker_stages
+from thresher.loader.pool.stacking import stacks, worker_stages
+from thresher.loader.pool.worker_main import WorkerSpec
 
 __all__ = ["context", "make_worker_spec", "preload_in_workers", "preload_modules", "prestart",
            "start_method"]
@@ -172,8 +173,6 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
             "locks, open files, clients and the like lazily inside the operation, or use "
             "worker_count=0"
         ) from e
-    batch = plan.batch
-    stack = (batch is not None and not plan.filter_before_batch and processor.exclusions is None
-             and chunk_size % batch.batch_size == 0)  # with exclusions, batches are formed in the main process
+    stack = stacks(plan, chunk_size, excluded=processor.exclusions is not None)
     return WorkerSpec(payload, stack, "[" + ", ".join(plan.descriptions) + "]",
                       worker_stages(processor.stages, stack))

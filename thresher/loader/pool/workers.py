@@ -45,23 +45,21 @@ from collections import deque
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from thresher.errors import ConfigError, WorkerError
-from thresher.loader.autotune import read_ahead
+from thresher.errors import WorkerError
 from thresher.loader.chunk import Chunk
 from thresher.loader.main_module import GUARD_HINT, missing_guard, unimportable_main
 from thresher.loader.pool import wire
 from thresher.loader.pool.remote_errors import rebuild_exception
+from thresher.loader.pool.schedule import DEFAULT_BUFFER_SIZE, Schedule
 from thresher.loader.pool.shm import unpack
 from thresher.loader.pool.worker_main import ERROR, WorkerSpec, run
 from thresher.loader.pool.worker_start import context, make_worker_spec, prestart, start_method
-from thresher.loader.producer import chunk_bounds
 from thresher.loader.profiling.stats import TRANSFER, WAIT_WORKERS, StatsRecorder
 from thresher.loader.read_options import ReadOptions
 
 __all__ = ["DEFAULT_BUFFER_SIZE", "WorkerPoolProducer", "WorkerSpec", "make_worker_spec", "prestart",
            "start_method"]
 
-DEFAULT_BUFFER_SIZE = 2
 _POLL_S = 1.0  # how often a blocked wait wakes up (worker deaths wake it at once anyway)
 _GRACE_S = 0.05  # idle workers exit on their own this fast once their socket closes
 _TERM_S = 1.0
@@ -234,7 +232,7 @@ class _Pool:
                 p.close()
 
 
-class WorkerPoolProducer:
+class WorkerPoolProducer(Schedule):
     """Hands out chunks in order, computed ahead by ``worker_count`` processes.
 
     Args:
@@ -262,46 +260,38 @@ class WorkerPoolProducer:
                  worker_count: int, buffer_size: int | None = DEFAULT_BUFFER_SIZE,
                  stats: StatsRecorder | None = None, memory_budget: int | None = None,
                  reads: ReadOptions | None = None) -> None:
-        if worker_count < 1 or (buffer_size is not None and buffer_size < 1):
-            raise ConfigError(f"need worker_count >= 1 and buffer_size >= 1, got {worker_count}, {buffer_size}")
+        super().__init__(start, stop, chunk_size, worker_count, buffer_size, memory_budget)
         self._spec = spec
-        self._start, self._stop, self._chunk_size = start, stop, chunk_size
-        chunks = None if stop is None else max(0, -(-(stop - start) // chunk_size))
-        self._count = worker_count if chunks is None else min(worker_count, chunks)
-        self._sized_by_memory = buffer_size is None
-        self._memory_budget = memory_budget
-        self._buffer = DEFAULT_BUFFER_SIZE if buffer_size is None else buffer_size
-        self._ahead = self._count * self._buffer
         self._index = 0  # the next chunk to take back
         self._handed = 0  # chunks handed out so far
         self._stats = stats
         self._pool: _Pool | None = None
         self._finalizer: weakref.finalize | None = None
-        if self._count == 0:
+        if self.count == 0:
             return
-        pool = self._pool = _Pool(spec, self._count, worker_count, reads)
+        pool = self._pool = _Pool(spec, self.count, worker_count, reads)
         # The finalizer holds the pool, never the producer: dropping the iterator stops the workers.
         self._finalizer = weakref.finalize(self, pool.shutdown)
         self._hand_out()
 
     def _hand_out(self) -> None:
-        """Hands out chunks until ``_ahead`` of them are out and not taken back."""
+        """Hands out chunks until ``ahead`` of them are out and not taken back."""
         pool = self._pool
-        while pool is not None and self._handed < self._index + self._ahead:
-            bounds = chunk_bounds(self._start, self._stop, self._chunk_size, self._handed)
+        while pool is not None and self._handed < self._index + self.ahead:
+            bounds = self.bounds(self._handed)
             if bounds is None:
                 return
-            pool.send(self._handed % self._count, (self._handed, *bounds))
+            pool.send(self.worker_of(self._handed), (self._handed, *bounds))
             self._handed += 1
 
     def next_chunk(self) -> Chunk | None:
         index = self._index
-        bounds = chunk_bounds(self._start, self._stop, self._chunk_size, index)
+        bounds = self.bounds(index)
         if bounds is None or self._pool is None:
             return None
         if self._pool.closed:
             raise WorkerError("the worker pool is closed")
-        w = index % self._count
+        w = self.worker_of(index)
         asked = time.monotonic_ns()
         chunk, marks, there, nbytes = self._pool.receive(w, index, bounds)
         stats = self._stats
@@ -311,22 +301,11 @@ class WorkerPoolProducer:
             stats.stage(TRANSFER, there, done)
             if len(marks) == len(self._spec.stages) + 1:
                 stats.chunk(self._spec.stages, marks, w, self._pool.pids[w], index, bounds[0], bounds[1])
-        if self._sized_by_memory and index == 0:
-            self._buffer = read_ahead(nbytes, self._count, self._memory_budget, DEFAULT_BUFFER_SIZE)
-            self._ahead = self._count * self._buffer
+        if index == 0:
+            self.first_chunk_holds(nbytes)
         self._index = index + 1
         self._hand_out()
         return chunk
-
-    @property
-    def buffer_size(self) -> int:
-        """Chunks per worker computed ahead (after sizing by memory, when that was asked for)."""
-        return self._buffer
-
-    @property
-    def worker_count(self) -> int:
-        """The workers started (fewer than asked when the stream has fewer chunks)."""
-        return self._count
 
     @property
     def pids(self) -> list[int]:

@@ -129,6 +129,7 @@ class LoaderStats:
     notes: tuple[str, ...] = ()
     hint: str = field(default="")
     skipped_records: int = 0  # records dropped by errors="skip"
+    worker_mode: str = "process"  # how the workers ran: "process" or "thread"
 
     @property
     def records_per_s(self) -> float:
@@ -152,7 +153,8 @@ class LoaderStats:
         return None
 
     def __str__(self) -> str:
-        workers = f"{self.worker_count} worker{'s' if self.worker_count != 1 else ''}" \
+        kind = " thread" if self.worker_mode == "thread" else ""
+        workers = f"{self.worker_count} worker{kind}{'s' if self.worker_count != 1 else ''}" \
             if self.worker_count else "in process"
         lines = [f"thresher loader: {self.batches:,} batches, {self.records:,} records in {self.wall_s:.3f} s"
                  f" = {self.records_per_s:,.0f} records/s ({workers}, {self.cpus} CPUs)"]
@@ -234,6 +236,7 @@ class StatsRecorder:
 
     def __init__(self, worker_count: int, order: Sequence[str] = (), notes: Sequence[str] = ()) -> None:
         self.worker_count = worker_count
+        self.worker_mode = "process"
         self.order = tuple(order)
         self.notes: list[str] = list(notes)
         self.tracer: Tracer | None = None
@@ -289,9 +292,11 @@ class StatsRecorder:
             self.tracer.complete(name, start, end, os.getpid(), threading.get_native_id())
 
     def chunk(self, names: tuple[str, ...], marks: Sequence[int], worker: int | None = None,
-              pid: int | None = None, index: int = -1, start: int = 0, stop: int = 0) -> None:
+              pid: int | None = None, index: int = -1, start: int = 0, stop: int = 0,
+              thread: int | None = None) -> None:
         """Chunk ``index`` (positions [start, stop)): ``marks[i]`` to ``marks[i + 1]`` is stage
-        ``names[i]``. ``worker`` is None for a chunk computed in this process.
+        ``names[i]``. ``worker`` is None for a chunk computed in this process by the iterator
+        itself; ``thread`` is the native id of the worker thread that computed it (thread workers).
         """
         side = self._chunks[worker is not None]
         t = side.get(names)
@@ -308,6 +313,9 @@ class StatsRecorder:
         if tracer is not None:
             if worker is None:
                 pid, tid = os.getpid(), threading.get_native_id()
+            elif thread is not None:
+                pid, tid = os.getpid(), thread
+                tracer.name_thread(pid, tid, f"thresher worker thread {worker}")
             else:
                 assert pid is not None
                 tid = pid
@@ -350,5 +358,5 @@ class StatsRecorder:
             first_batch_s=None if self.first_batch_ns is None else self.first_batch_ns / 1e9,
             batches=self.batches, records=self.records, worker_count=self.worker_count,
             cpus=cpus if cpus is not None else available_cpus(), stages=stages, worker_busy=busy,
-            notes=tuple(self.notes), skipped_records=self.skipped_records)
+            notes=tuple(self.notes), skipped_records=self.skipped_records, worker_mode=self.worker_mode)
         return LoaderStats(**{**stats.__dict__, "hint": bottleneck_hint(stats)})

@@ -80,6 +80,10 @@ class Tracer:
         if pid not in self._processes:
             self._processes[pid] = (name, sort_index)
 
+    def name_thread(self, pid: int, tid: int, name: str) -> None:
+        """Names thread ``tid`` of process ``pid`` (a worker thread recorded by the main thread)."""
+        self._threads.setdefault((pid, tid), name)
+
     def complete(self, name: str, start_ns: int, end_ns: int, pid: int, tid: int,
                  args: dict[str, Any] | None = None) -> None:
         """One stage that ran from ``start_ns`` to ``end_ns`` (``time.monotonic_ns()``)."""
