@@ -37,7 +37,8 @@ class Spec:
     drop_remainder: bool
 
     def loader(self, shard_index: int = 0, worker_count: int = 0, shard_count: int | None = None,
-               batch_size: int | None = None, skip_records: Any = None) -> th.DataLoader:
+               batch_size: int | None = None, skip_records: Any = None,
+               worker_mode: str = "process") -> th.DataLoader:
         P = self.shard_count if shard_count is None else shard_count
         sampler = th.IndexSampler(self.num_records, shuffle=self.shuffle, seed=self.seed,
                                   num_epochs=self.num_epochs, shard_options=th.ShardOptions(shard_index, P))
@@ -49,7 +50,8 @@ class Spec:
         ops.append(th.Batch(self.batch_size if batch_size is None else batch_size,
                             drop_remainder=self.drop_remainder))
         return th.DataLoader(th.sources.RangeDataSource(0, self.num_records), sampler, ops,
-                             worker_count=worker_count, chunk_size=self.batch_size * 3, skip_records=skip_records)
+                             worker_count=worker_count, chunk_size=self.batch_size * 3, skip_records=skip_records,
+                             worker_mode=worker_mode)
 
 
 specs = st.builds(Spec, num_records=st.integers(5, 60), shuffle=st.booleans(), seed=st.integers(0, 2**64 - 1),

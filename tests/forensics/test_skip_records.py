@@ -40,9 +40,10 @@ def assert_batches_equal(got: list[np.ndarray], want: list[np.ndarray]) -> None:
 def test_blocked_records_leave_every_other_element_in_place(spec: Spec, data: st.DataObject) -> None:
     blocked = data.draw(st.sets(st.integers(0, spec.num_records - 1), max_size=6), label="blocked")
     workers = data.draw(st.sampled_from([0, 0, 2]), label="workers")
+    mode = data.draw(st.sampled_from(["process", "thread"]), label="worker_mode")
     for i in range(spec.shard_count):
         full = [np.asarray(b) for b in spec.loader(i)]
-        got = [np.asarray(b) for b in spec.loader(i, workers, skip_records=blocked)]
+        got = [np.asarray(b) for b in spec.loader(i, workers, skip_records=blocked, worker_mode=mode)]
         assert_batches_equal(got, without(full, blocked))
 
 
