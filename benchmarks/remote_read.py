@@ -13,8 +13,11 @@ would. Rows: the same pipeline (benchmarks/work.py decode + augment + Batch) ove
   mount costs;
 
 each with ``worker_count`` 0 and ``"auto"``. Reported: records/s and MB/s of records
-delivered (median of ``--repeats`` windows of ``--seconds`` after the first batch), the
-ratio to local disk with the same worker count; then, for random batches read directly
+delivered (median of ``--repeats`` windows of ``--seconds``, after the first batch and
+``--warmup`` seconds more, so that worker processes have started and imported s3fs), the
+ratio to local disk with the same worker count; the server's ceiling (requests/s that 32
+plain ``http.client`` threads get from it: a remote row cannot pass it, one request per
+chunk); then, for random batches read directly
 from the remote source, requests per batch and body bytes fetched per record against
 the bytes of the chunk that holds a record, and the KiB fetched before the first batch
 (footers, read once per process, and that batch).
@@ -57,7 +60,7 @@ def _count(batch: Any) -> int:
 
 
 def _rate(source: Any, workload: str, workers: Any, seconds: float, seed: int,
-          server: Any) -> tuple[float, int]:
+          server: Any, warmup: float) -> tuple[float, int]:
     """Records/s over ``seconds`` after the first batch, and the body bytes the server
     sent before that window (footers, listings, the first batch)."""
     sampler = th.IndexSampler(len(source), shuffle=True, seed=seed, num_epochs=None)
@@ -65,6 +68,9 @@ def _rate(source: Any, workload: str, workers: Any, seconds: float, seed: int,
     it = iter(th.DataLoader(source, sampler, _ops(workload), worker_count=workers))
     next(it)
     startup = server.stats(reset=True)["body_bytes"]
+    start = time.perf_counter()
+    while time.perf_counter() - start < warmup:
+        next(it)
     records = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -84,6 +90,34 @@ def _fetch_costs(source: Any, workload: str, server: Any, batches: int = 10) -> 
         source.__getitems__(rng.choice(len(source), size, replace=len(source) < size).tolist())
     stats = server.stats(reset=True)
     return stats["requests"] / batches, stats["body_bytes"] / (batches * size)
+
+
+def _server_ceiling(server: Any, path: str, seconds: float = 3.0, threads: int = 32) -> float:
+    """Range requests/s that ``threads`` plain HTTP clients get from ``server`` (1 KiB each)."""
+    import http.client
+    import threading
+
+    url = "/" + os.path.relpath(path, server.root).replace(os.sep, "/")
+    size = os.path.getsize(path)
+    stop = time.perf_counter() + seconds
+    counts = [0] * threads
+
+    def client(i: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port)
+        rng = np.random.default_rng(i)
+        while time.perf_counter() < stop:
+            a = int(rng.integers(0, max(1, size - 1024)))
+            conn.request("GET", url, headers={"Range": f"bytes={a}-{a + 1023}"})
+            conn.getresponse().read()
+            counts[i] += 1
+        conn.close()
+
+    pool = [threading.Thread(target=client, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return sum(counts) / seconds
 
 
 def _chunk_bytes_per_record(paths: list[str]) -> float:
@@ -116,7 +150,8 @@ def _shards(path: str, group: int, shard_bytes: int) -> list[str]:
 
 def _print(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float) -> None:
     print(f"\nremote reads, {args.latency_ms:g} ms per request; median of {args.repeats} x "
-          f"{seconds:g} s; machine shared with other work\n")
+          f"{seconds:g} s after {args.warmup:g} s of warm-up; machine shared with other work; "
+          f"the server's ceiling: {rows[0]['ceiling'] if rows else 0:,.0f} requests/s\n")
     print(f"{'workload':<9}{'group':>6}  {'source':<10}{'workers':>8}{'records/s':>11}{'MB/s':>8}"
           f"{'vs local':>10}{'req/batch':>11}{'bytes/chunk bytes':>19}{'startup KiB':>13}")
     for r in rows:
@@ -133,6 +168,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--tiny", action="store_true", help="a smoke run of the harness (seconds)")
     ap.add_argument("--latency-ms", type=float, default=20.0)
     ap.add_argument("--seconds", type=float, default=None)
+    ap.add_argument("--warmup", type=float, default=None, help="seconds read before each window")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--group-sizes", default="1,64", help="group_size of the files (1 = default)")
     ap.add_argument("--shard-mb", type=int, default=16, help="object size (MiB)")
@@ -140,6 +176,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "thresher-bench-remote"))
     args = ap.parse_args(argv)
     seconds = args.seconds or (0.3 if args.tiny else 2.0 if args.quick else 5.0)
+    if args.warmup is None:
+        args.warmup = 0.0 if args.tiny else 8.0
     sys.path.insert(0, REPO)
     from tests.sources.remote.range_server import RangeServer  # the test suite's range server
 
@@ -174,8 +212,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                         for where, src in sources.items():
                             for workers in (0,) if args.tiny and where == "s3 naive" else (0, "auto"):
                                 results.setdefault((where, workers), []).append(
-                                    _rate(src, workload, workers, seconds, r, server))
+                                    _rate(src, workload, workers, seconds, r, server, args.warmup))
                     req_per_batch, bytes_per_record = _fetch_costs(sources["s3"], workload, server)
+                    ceiling = _server_ceiling(server, os.path.join(prefix, os.path.basename(paths[0])),
+                                              0.5 if args.tiny else 3.0)
                     for (where, workers), runs in results.items():
                         rate = statistics.median(x[0] for x in runs)
                         local = statistics.median(x[0] for x in results[("local", workers)])
@@ -184,7 +224,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                                      "mb_s": rate * record_bytes / 1e6,
                                      "req_per_batch": req_per_batch,
                                      "bytes_ratio": bytes_per_record / per_record,
-                                     "startup_kib": statistics.median(x[1] for x in runs) / 1024})
+                                     "startup_kib": statistics.median(x[1] for x in runs) / 1024,
+                                     "ceiling": ceiling})
     finally:
         shutil.rmtree(root, ignore_errors=True)
     _print(rows, args, seconds)

@@ -34,6 +34,8 @@ __all__ = ["ArrayRecordSource", "resolve_paths"]
 PathLike = Union[str, "os.PathLike[str]"]
 _READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
 _GLOB_CHARS = frozenset("*?[")
+REMOTE_READS_IN_FLIGHT = 4
+"""Read-ahead threads a source over URLs suggests (see ``suggested_reads_in_flight``)."""
 
 
 def _reader_class() -> Any:
@@ -142,7 +144,9 @@ class ArrayRecordSource:
         (3, b'z', [b'z', b'x'])
     """
 
-    #: Local files: batched range reads beat threads (see ReadOptions).
+    #: Local files: batched range reads beat threads (see ReadOptions). URLs: each read
+    #: waits on the network, so the reads of the next chunks start early on a few threads
+    #: (set per source in ``__init__``; each read's requests are concurrent already).
     suggested_reads_in_flight = 0
 
     def __init__(self, paths: PathLike | Sequence[PathLike], *,
@@ -160,6 +164,8 @@ class ArrayRecordSource:
         if remote or reader == "ranges":
             self._ranges = RangeReader(_objects(items, storage_options), storage_options,
                                        read_options)
+            if remote:
+                self.suggested_reads_in_flight = REMOTE_READS_IN_FLIGHT
             self._paths = [o.url for o in self._ranges.objects]
             lengths = self._ranges.lengths()
             self._sizes = [-1] * len(self._paths)
