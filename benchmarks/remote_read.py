@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--group-sizes", default="1,64", help="group_size of the files (1 = default)")
     ap.add_argument("--shard-mb", type=int, default=16, help="object size (MiB)")
     ap.add_argument("--workloads", default="W1,W3")
+    ap.add_argument("--sources", default="local,s3,s3 naive", help="which rows to measure")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "thresher-bench-remote"))
     args = ap.parse_args(argv)
     seconds = args.seconds or (0.3 if args.tiny else 2.0 if args.quick else 5.0)
@@ -207,6 +208,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                                "s3": th.sources.ArrayRecordSource(urls, storage_options=so),
                                "s3 naive": th.sources.ArrayRecordSource(urls, storage_options=so,
                                                                         read_options=NAIVE)}
+                    sources = {k: v for k, v in sources.items() if k in args.sources.split(",")}
                     results: dict[tuple[str, Any], list[tuple[float, int]]] = {}
                     for r in range(args.repeats):
                         for where, src in sources.items():

@@ -34,8 +34,6 @@ __all__ = ["ArrayRecordSource", "resolve_paths"]
 PathLike = Union[str, "os.PathLike[str]"]
 _READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
 _GLOB_CHARS = frozenset("*?[")
-REMOTE_READS_IN_FLIGHT = 4
-"""Read-ahead threads a source over URLs suggests (see ``suggested_reads_in_flight``)."""
 
 
 def _reader_class() -> Any:
@@ -144,9 +142,10 @@ class ArrayRecordSource:
         (3, b'z', [b'z', b'x'])
     """
 
-    #: Local files: batched range reads beat threads (see ReadOptions). URLs: each read
-    #: waits on the network, so the reads of the next chunks start early on a few threads
-    #: (set per source in ``__init__``; each read's requests are concurrent already).
+    #: Batched reads beat threads (see ReadOptions): for URLs too, as one batched read
+    #: already issues its requests concurrently, and threads reading slices of a chunk's
+    #: keys would fetch a chunk shared by two slices twice (2-4x slower in
+    #: benchmarks/remote_read.py).
     suggested_reads_in_flight = 0
 
     def __init__(self, paths: PathLike | Sequence[PathLike], *,
@@ -164,8 +163,6 @@ class ArrayRecordSource:
         if remote or reader == "ranges":
             self._ranges = RangeReader(_objects(items, storage_options), storage_options,
                                        read_options)
-            if remote:
-                self.suggested_reads_in_flight = REMOTE_READS_IN_FLIGHT
             self._paths = [o.url for o in self._ranges.objects]
             lengths = self._ranges.lengths()
             self._sizes = [-1] * len(self._paths)
