@@ -15,6 +15,9 @@ Each top-level folder of ``root`` is a bucket and each file under it an object.
   metadata, media download ``/download/storage/v1/b/B/o/K?alt=media`` with ``Range``.
 - **HTTP(S)** (fsspec's HTTPFileSystem): ``GET /bucket/key`` with ``Range`` and HEAD.
 
+The two bucket APIs are in ``object_apis``; this module holds the folder store, the
+range reads and the server.
+
 Every request may wait ``latency_s`` before it is answered, as a far bucket would.
 ``GET /_stats`` answers ``{"requests": n, "body_bytes": m}`` (object requests only;
 ``?reset=1`` zeroes them). Run it in a thread (``RangeServer(root)``), in its own process
@@ -27,7 +30,6 @@ from a shell::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import email.utils
 import json
 import os
@@ -43,9 +45,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from xml.sax.saxutils import escape
 
-_S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+from tests.sources.remote.object_apis import BUCKET, GcsApi, S3Api, aws_chunks, etag
+
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,62}$")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
@@ -60,7 +62,7 @@ class _Store:
         os.makedirs(self.uploads, exist_ok=True)
 
     def path(self, bucket: str, key: str = "") -> str:
-        if not _BUCKET.match(bucket) or any(p in ("", ".", "..") for p in key.split("/")[:-1]):
+        if not BUCKET.match(bucket) or any(p in ("", ".", "..") for p in key.split("/")[:-1]):
             raise ValueError(f"bad bucket or key {bucket!r}/{key!r}")
         return os.path.join(self.root, bucket, *key.split("/")) if key else os.path.join(self.root, bucket)
 
@@ -82,15 +84,7 @@ class _Store:
         return os.stat(target)
 
 
-def _etag(st: os.stat_result) -> str:
-    return f'"{st.st_size:x}-{st.st_mtime_ns:x}"'
-
-
-def _iso(st: os.stat_result) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(st.st_mtime))
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(S3Api, GcsApi, BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: Any
 
@@ -127,7 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
             data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         streaming = self.headers.get("x-amz-content-sha256", "").startswith("STREAMING-")
         if streaming or "aws-chunked" in self.headers.get("Content-Encoding", ""):
-            data = _aws_chunks(data)
+            data = aws_chunks(data)
         return data
 
     def _chunked(self) -> bytes:
@@ -186,7 +180,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             st = os.fstat(fd)
             size = st.st_size
-            headers = dict(headers, **{"ETag": _etag(st), "Accept-Ranges": "bytes",
+            headers = dict(headers, **{"ETag": etag(st), "Accept-Ranges": "bytes",
                                        "Last-Modified": email.utils.formatdate(st.st_mtime, usegmt=True),
                                        "Content-Type": "application/octet-stream"})
             m = _RANGE.match(self.headers.get("Range", "").replace(" ", ""))
@@ -222,187 +216,6 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.store.body_bytes += pos - start
         finally:
             os.close(fd)
-
-    # --- S3 -----------------------------------------------------------------------
-
-    def _s3(self) -> None:
-        store: _Store = self.server.store
-        query, bucket, key = self._route()
-        if not bucket:
-            names = sorted(b for b in os.listdir(store.root) if _BUCKET.match(b))
-            self._xml(200, f'<ListAllMyBucketsResult xmlns="{_S3_NS}"><Buckets>' + "".join(
-                f"<Bucket><Name>{b}</Name></Bucket>" for b in names) + "</Buckets></ListAllMyBucketsResult>")
-            return
-        folder = store.path(bucket)
-        if self.command == "PUT" and not key:
-            os.makedirs(folder, exist_ok=True)
-            self._send(200, headers={"Location": f"/{bucket}"})
-            return
-        if not os.path.isdir(folder):
-            self._error(404, "NoSuchBucket", f"The specified bucket {bucket} does not exist")
-            return
-        if not key:
-            if self.command == "GET":
-                self._list_s3(bucket, query)
-            elif self.command == "POST" and "delete" in query:
-                self._delete_many(bucket)
-            elif self.command == "DELETE":
-                os.rmdir(folder)
-                self._send(204)
-            else:
-                self._send(200)  # HEAD bucket
-            return
-        if self.command in ("GET", "HEAD"):
-            self._object(store.path(bucket, key), {})
-        elif self.command == "PUT":
-            self._put_s3(bucket, key)
-        elif self.command == "DELETE":
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(store.path(bucket, key))
-            self._send(204)
-        else:
-            self._error(501, "NotImplemented", f"{self.command} {self.path} (multipart uploads are not served)")
-
-    def _put_s3(self, bucket: str, key: str) -> None:
-        store: _Store = self.server.store
-        source = self.headers.get("x-amz-copy-source")
-        if source is None:
-            st = store.write(bucket, key, self._body())
-            self._send(200, headers={"ETag": _etag(st)})
-            return
-        self._body()
-        src_bucket, _, src_key = urllib.parse.unquote(source.split("?")[0]).lstrip("/").partition("/")
-        try:
-            with open(store.path(src_bucket, src_key), "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            self._error(404, "NoSuchKey", f"The copy source {source} does not exist.")
-            return
-        st = store.write(bucket, key, data)
-        self._xml(200, f"<CopyObjectResult><ETag>{escape(_etag(st))}</ETag>"
-                       f"<LastModified>{_iso(st)}</LastModified></CopyObjectResult>")
-
-    def _delete_many(self, bucket: str) -> None:
-        store: _Store = self.server.store
-        keys = [_unescape(k)
-                for k in re.findall(r"<Key>(.*?)</Key>", self._body().decode(), re.S)]
-        for k in keys:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(store.path(bucket, k))
-        self._xml(200, f'<DeleteResult xmlns="{_S3_NS}">' + "".join(
-            f"<Deleted><Key>{escape(k)}</Key></Deleted>" for k in keys) + "</DeleteResult>")
-
-    def _list_s3(self, bucket: str, query: dict[str, list[str]]) -> None:
-        def q(name: str, default: str = "") -> str:
-            return query.get(name, [default])[0]
-
-        prefix, delimiter = q("prefix"), q("delimiter")
-        after = q("continuation-token") or q("start-after") or q("marker")
-        files, prefixes, truncated, last = _listing(self.server.store, bucket, prefix, delimiter,
-                                                    after, int(q("max-keys", "1000")))
-        contents = "".join(
-            f"<Contents><Key>{escape(k)}</Key><LastModified>{_iso(st)}</LastModified>"
-            f"<ETag>{escape(_etag(st))}</ETag><Size>{st.st_size}</Size>"
-            "<StorageClass>STANDARD</StorageClass></Contents>" for k, st in files)
-        common = "".join(f"<CommonPrefixes><Prefix>{escape(p)}</Prefix></CommonPrefixes>" for p in prefixes)
-        more = f"<NextContinuationToken>{escape(last)}</NextContinuationToken>" \
-               f"<NextMarker>{escape(last)}</NextMarker>" if truncated else ""
-        self._xml(200, f'<ListBucketResult xmlns="{_S3_NS}"><Name>{bucket}</Name>'
-                       f"<Prefix>{escape(prefix)}</Prefix><Delimiter>{escape(delimiter)}</Delimiter>"
-                       f"<KeyCount>{len(files) + len(prefixes)}</KeyCount><MaxKeys>1000</MaxKeys>"
-                       f"<IsTruncated>{'true' if truncated else 'false'}</IsTruncated>{more}"
-                       f"{contents}{common}</ListBucketResult>")
-
-    # --- GCS JSON API -------------------------------------------------------------
-
-    def _gcs(self) -> None:
-        store: _Store = self.server.store
-        url = urllib.parse.urlsplit(self.path)
-        query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
-        m = re.match(r"/(download/)?storage/v1/b/([^/]+)(/o(?:/(.*))?)?$", url.path)
-        if m is None or self.command not in ("GET", "HEAD"):
-            self._error(501, "NotImplemented", f"{self.command} {url.path} is not served (reads only)")
-            return
-        download, bucket, objects, key = m.group(1), urllib.parse.unquote(m.group(2)), m.group(3), m.group(4)
-        if not os.path.isdir(store.path(bucket)):
-            self._error(404, "NoSuchBucket", f"bucket {bucket} does not exist")
-            return
-        if key is not None:
-            key = urllib.parse.unquote(key)
-            if download or query.get("alt") == "media":
-                self._object(store.path(bucket, key), {})
-                return
-            try:
-                st = os.stat(store.path(bucket, key))
-            except (FileNotFoundError, NotADirectoryError):
-                self._error(404, "NoSuchKey", f"No such object: {bucket}/{key}")
-                return
-            self._json(_gcs_object(bucket, key, st))
-        elif objects:
-            files, prefixes, truncated, last = _listing(
-                store, bucket, query.get("prefix", ""), query.get("delimiter", ""),
-                query.get("pageToken", ""), int(query.get("maxResults", "1000")))
-            out: dict[str, Any] = {"kind": "storage#objects",
-                                   "items": [_gcs_object(bucket, k, st) for k, st in files],
-                                   "prefixes": prefixes}
-            if truncated:
-                out["nextPageToken"] = last
-            self._json(out)
-        else:
-            self._json({"kind": "storage#bucket", "name": bucket, "id": bucket})
-
-    def _json(self, data: dict[str, Any]) -> None:
-        self._send(200, json.dumps(data).encode(), {"Content-Type": "application/json"})
-
-
-def _unescape(text: str) -> str:
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&apos;", "'") \
-        .replace("&amp;", "&")
-
-
-def _gcs_object(bucket: str, key: str, st: os.stat_result) -> dict[str, Any]:
-    return {"kind": "storage#object", "bucket": bucket, "name": key, "size": str(st.st_size),
-            "generation": str(st.st_mtime_ns), "etag": _etag(st).strip('"'), "updated": _iso(st),
-            "timeCreated": _iso(st), "contentType": "application/octet-stream", "storageClass": "STANDARD"}
-
-
-def _listing(store: _Store, bucket: str, prefix: str, delimiter: str, after: str,
-             limit: int) -> tuple[list[tuple[str, os.stat_result]], list[str], bool, str]:
-    """Objects and common prefixes under ``prefix`` after key ``after``, at most ``limit``."""
-    files: list[tuple[str, os.stat_result]] = []
-    prefixes: list[str] = []
-    last = ""
-    for k in store.keys(bucket):
-        if not k.startswith(prefix) or k <= after:
-            continue
-        rest = k[len(prefix):]
-        if delimiter and delimiter in rest:
-            common = prefix + rest.split(delimiter, 1)[0] + delimiter
-            if common in prefixes or common <= after:
-                continue
-            if len(files) + len(prefixes) >= limit:
-                return files, prefixes, True, last
-            prefixes.append(common)
-            last = common + "\uffff"  # past every key under it
-            continue
-        if len(files) + len(prefixes) >= limit:
-            return files, prefixes, True, last
-        files.append((k, os.stat(store.path(bucket, k))))
-        last = k
-    return files, prefixes, False, last
-
-
-def _aws_chunks(data: bytes) -> bytes:
-    """The payload of an ``aws-chunked`` body (``hex-size[;ext]\\r\\n data \\r\\n``..., trailers)."""
-    out, pos = [], 0
-    while pos < len(data):
-        eol = data.index(b"\r\n", pos)
-        size = int(data[pos:eol].split(b";")[0], 16)
-        if size == 0:
-            break
-        out.append(data[eol + 2:eol + 2 + size])
-        pos = eol + 2 + size + 2
-    return b"".join(out)
 
 
 class _Server(ThreadingHTTPServer):
