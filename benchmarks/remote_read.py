@@ -1,18 +1,26 @@
-"""W1 and W3 read from a local S3 server (moto) behind a 20 ms-per-request proxy vs local disk.
+"""W1 and W3 read over s3:// from a local range server with 20 ms per request, vs local disk.
 
-Rows: the same pipeline (benchmarks/work.py decode + augment + Batch) over
+The files are served by tests/sources/remote/range_server.py (an S3-compatible server
+that reads only the bytes of each range request from disk), run in its own process
+and told to wait ``--latency-ms`` before answering each request, as a far bucket
+would. Rows: the same pipeline (benchmarks/work.py decode + augment + Batch) over
 
-- ``local``: the file on local disk, array_record's native reader;
-- ``s3+<ms>``: the same file in a bucket of a moto server on 127.0.0.1, every request
-  delayed by ``--latency-ms`` through benchmarks/latency_proxy.py, read by thresher's
-  byte-range reader;
+- ``local``: the files on local disk, array_record's native reader;
+- ``s3``: the same files in a bucket, thresher's byte-range reader with its default
+  options (requests of a batch coalesced per chunk and issued concurrently);
+- ``s3 naive``: the same reader with one request per chunk, one at a time
+  (``max_concurrency=1``, no coalescing): what reading record by record through a
+  mount costs;
 
-each with ``worker_count`` 0 and ``"auto"``. Reported: records/s (median of
-``--repeats`` timed windows of ``--seconds`` after the first batch), the remote/local
-ratio; then, for random batches read directly from the remote source, requests per
-batch and body bytes fetched per record against the bytes of the chunk that holds a
-record; and the bytes a loader fetched before its first batch (footers, read once per
-process, and the first batch).
+each with ``worker_count`` 0 and ``"auto"``. Reported: records/s and MB/s of records
+delivered (median of ``--repeats`` windows of ``--seconds``, after the first batch and
+``--warmup`` seconds more, so that worker processes have started and imported s3fs), the
+ratio to local disk with the same worker count; the server's ceiling (requests/s that 32
+plain ``http.client`` threads get from it: a remote row cannot pass it, one request per
+chunk); then, for random batches read directly
+from the remote source, requests per batch and body bytes fetched per record against
+the bytes of the chunk that holds a record, and the KiB fetched before the first batch
+(footers, read once per process, and that batch).
 
     python -m benchmarks.remote_read --quick
 """
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -32,10 +41,10 @@ import numpy as np
 import thresher as th
 from benchmarks import work
 from benchmarks.datasets import ensure
-from benchmarks.latency_proxy import LatencyProxy
 from thresher.sources.remote import RemoteReadOptions
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NAIVE = RemoteReadOptions(max_concurrency=1, max_gap_bytes=0, max_request_bytes=1)
 
 
 def _ops(workload: str) -> list[Any]:
@@ -51,35 +60,64 @@ def _count(batch: Any) -> int:
 
 
 def _rate(source: Any, workload: str, workers: Any, seconds: float, seed: int,
-          proxy: LatencyProxy) -> tuple[float, int, int]:
-    """Records/s over ``seconds`` after the first batch, the batches timed, and the body
-    bytes fetched before the window (footers, listings, the first batch)."""
+          server: Any, warmup: float) -> tuple[float, int]:
+    """Records/s over ``seconds`` after the first batch, and the body bytes the server
+    sent before that window (footers, listings, the first batch)."""
     sampler = th.IndexSampler(len(source), shuffle=True, seed=seed, num_epochs=None)
-    proxy.reset()
+    server.stats(reset=True)
     it = iter(th.DataLoader(source, sampler, _ops(workload), worker_count=workers))
     next(it)
-    startup = proxy.body_bytes
-    proxy.reset()
-    records = batches = 0
+    startup = server.stats(reset=True)["body_bytes"]
+    start = time.perf_counter()
+    while time.perf_counter() - start < warmup:
+        next(it)
+    records = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
         records += _count(next(it))
-        batches += 1
     elapsed = time.perf_counter() - start
     it.close()
-    return records / elapsed, batches, startup
+    return records / elapsed, startup
 
 
-def _fetch_costs(source: Any, workload: str, proxy: LatencyProxy,
-                 batches: int = 10) -> tuple[float, float]:
+def _fetch_costs(source: Any, workload: str, server: Any, batches: int = 10) -> tuple[float, float]:
     """Requests per batch and body bytes per record for random batches read directly."""
     size = work.W1_BATCH if workload == "W1" else work.W3_BATCH
     source[0]  # footers read
     rng = np.random.default_rng(7)
-    proxy.reset()
+    server.stats(reset=True)
     for _ in range(batches):
         source.__getitems__(rng.choice(len(source), size, replace=len(source) < size).tolist())
-    return proxy.requests / batches, proxy.body_bytes / (batches * size)
+    stats = server.stats(reset=True)
+    return stats["requests"] / batches, stats["body_bytes"] / (batches * size)
+
+
+def _server_ceiling(server: Any, path: str, seconds: float = 3.0, threads: int = 32) -> float:
+    """Range requests/s that ``threads`` plain HTTP clients get from ``server`` (1 KiB each)."""
+    import http.client
+    import threading
+
+    url = "/" + os.path.relpath(path, server.root).replace(os.sep, "/")
+    size = os.path.getsize(path)
+    stop = time.perf_counter() + seconds
+    counts = [0] * threads
+
+    def client(i: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port)
+        rng = np.random.default_rng(i)
+        while time.perf_counter() < stop:
+            a = int(rng.integers(0, max(1, size - 1024)))
+            conn.request("GET", url, headers={"Range": f"bytes={a}-{a + 1023}"})
+            conn.getresponse().read()
+            counts[i] += 1
+        conn.close()
+
+    pool = [threading.Thread(target=client, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return sum(counts) / seconds
 
 
 def _chunk_bytes_per_record(paths: list[str]) -> float:
@@ -95,9 +133,7 @@ def _chunk_bytes_per_record(paths: list[str]) -> float:
 
 
 def _shards(path: str, group: int, shard_bytes: int) -> list[str]:
-    """The records of ``path`` rewritten into shards of about ``shard_bytes`` (moto copies
-    a whole object for every range request, so objects are kept small, as prepared
-    datasets' shards are)."""
+    """The records of ``path`` rewritten into shards of about ``shard_bytes`` with ``group``."""
     src = th.sources.ArrayRecordSource(path)
     count = max(1, round(os.path.getsize(path) / shard_bytes))
     stem = path.replace(".array_record", f"_g{group}_of{count}")
@@ -112,6 +148,19 @@ def _shards(path: str, group: int, shard_bytes: int) -> list[str]:
     return out
 
 
+def _print(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float) -> None:
+    print(f"\nremote reads, {args.latency_ms:g} ms per request; median of {args.repeats} x "
+          f"{seconds:g} s after {args.warmup:g} s of warm-up; machine shared with other work; "
+          f"the server's ceiling: {rows[0]['ceiling'] if rows else 0:,.0f} requests/s\n")
+    print(f"{'workload':<9}{'group':>6}  {'source':<10}{'workers':>8}{'records/s':>11}{'MB/s':>8}"
+          f"{'vs local':>10}{'req/batch':>11}{'bytes/chunk bytes':>19}{'startup KiB':>13}")
+    for r in rows:
+        print(f"{r['workload']:<9}{r['group']:>6}  {r['where']:<10}{r['workers']!s:>8}"
+              f"{r['rate']:>11,.0f}{r['mb_s']:>8.1f}{r['ratio']:>10.2f}"
+              + (f"{r['req_per_batch']:>11.1f}{r['bytes_ratio']:>19.2f}{r['startup_kib']:>13.0f}"
+                 if r["where"] != "local" else ""))
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Runs the benchmark, prints the table, returns its rows."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -119,15 +168,19 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--tiny", action="store_true", help="a smoke run of the harness (seconds)")
     ap.add_argument("--latency-ms", type=float, default=20.0)
     ap.add_argument("--seconds", type=float, default=None)
+    ap.add_argument("--warmup", type=float, default=None, help="seconds read before each window")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--group-sizes", default="1,64", help="group_size of the files (1 = default)")
-    ap.add_argument("--shard-mb", type=int, default=2, help="object size (MiB)")
-    ap.add_argument("--concurrency", type=int, default=64, help="RemoteReadOptions.max_concurrency")
+    ap.add_argument("--shard-mb", type=int, default=16, help="object size (MiB)")
+    ap.add_argument("--workloads", default="W1,W3")
+    ap.add_argument("--sources", default="local,s3,s3 naive", help="which rows to measure")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "thresher-bench-remote"))
     args = ap.parse_args(argv)
     seconds = args.seconds or (0.3 if args.tiny else 2.0 if args.quick else 5.0)
+    if args.warmup is None:
+        args.warmup = 0.0 if args.tiny else 8.0
     sys.path.insert(0, REPO)
-    from tests.sources.remote.s3_server import S3Server  # the test suite's moto fixture
+    from tests.sources.remote.range_server import RangeServer  # the test suite's range server
 
     sizes = {"W1": 20_000 if args.quick else 60_000, "W3": 2_000 if args.quick else 8_000}
     if args.tiny:
@@ -135,52 +188,49 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     kinds = {"W1": "mnist", "W3": "images"}
     groups = [int(g) for g in args.group_sizes.split(",")]
     rows: list[dict[str, Any]] = []
-    with S3Server() as server:
-        bucket = server.new_bucket()
-        import s3fs
-
-        fs = s3fs.S3FileSystem(**server.storage_options())
-        proxy = LatencyProxy(server.port, args.latency_ms / 1000)
-        so = server.storage_options(endpoint=proxy.endpoint)
-        options = RemoteReadOptions(max_concurrency=args.concurrency)
-        for workload in ("W1", "W3"):
-            base = ensure(args.cache, kinds[workload], sizes[workload])
-            for group in groups:
-                paths = _shards(base["path"], group, args.shard_mb << 20)
-                urls = [f"s3://{bucket}/{workload}-g{group}/{os.path.basename(p)}" for p in paths]
-                for p, u in zip(paths, urls):
-                    fs.put(p, u[5:])
-                per_record = _chunk_bytes_per_record(paths)
-                sources = {"local": th.sources.ArrayRecordSource(paths),
-                           f"s3+{args.latency_ms:g}ms": th.sources.ArrayRecordSource(
-                               urls, storage_options=so, read_options=options)}
-                results: dict[tuple[str, Any], list[tuple[float, int, int, int, int]]] = {}
-                for r in range(args.repeats):
-                    for where, src in sources.items():
-                        for workers in (0, "auto"):
-                            rate, batches, startup = _rate(src, workload, workers, seconds, r, proxy)
-                            results.setdefault((where, workers), []).append(
-                                (rate, batches, proxy.requests, proxy.body_bytes, startup))
-                remote = sources[f"s3+{args.latency_ms:g}ms"]
-                req_per_batch, bytes_per_record = _fetch_costs(remote, workload, proxy)
-                for (where, workers), runs in results.items():
-                    rate = statistics.median(x[0] for x in runs)
-                    local = statistics.median(x[0] for x in results[("local", workers)])
-                    rows.append({"workload": workload, "group": group, "where": where,
-                                 "workers": workers, "rate": rate, "ratio": rate / local,
-                                 "req_per_batch": req_per_batch,
-                                 "bytes_ratio": bytes_per_record / per_record,
-                                 "startup_kib": statistics.median(x[4] for x in runs) / 1024})
-        proxy.close()
-    print(f"\nremote reads, {args.latency_ms:g} ms per request; median of {args.repeats} x "
-          f"{seconds:g} s; machine shared with other work\n")
-    print(f"{'workload':<9}{'group':>6}  {'source':<12}{'workers':>8}{'records/s':>12}"
-          f"{'vs local':>10}{'req/batch':>11}{'bytes/chunk bytes':>19}{'startup KiB':>13}")
-    for r in rows:
-        print(f"{r['workload']:<9}{r['group']:>6}  {r['where']:<12}{str(r['workers']):>8}"
-              f"{r['rate']:>12,.0f}{r['ratio']:>10.2f}"
-              + (f"{r['req_per_batch']:>11.1f}{r['bytes_ratio']:>19.2f}{r['startup_kib']:>13.0f}"
-                 if r["where"] != "local" else ""))
+    root = tempfile.mkdtemp(prefix="thresher-buckets-")
+    try:
+        with RangeServer(root, args.latency_ms / 1000, process=True) as server:
+            bucket = server.make_bucket("bench")
+            so = server.s3_options()
+            for workload in args.workloads.split(","):
+                base = ensure(args.cache, kinds[workload], sizes[workload])
+                for group in groups:
+                    paths = _shards(base["path"], group, args.shard_mb << 20)
+                    prefix = os.path.join(root, bucket, f"{workload}-g{group}")
+                    os.makedirs(prefix, exist_ok=True)
+                    for p in paths:  # the server serves this folder: a copy is an upload
+                        shutil.copy(p, prefix)
+                    urls = [f"s3://{bucket}/{workload}-g{group}/{os.path.basename(p)}" for p in paths]
+                    per_record = _chunk_bytes_per_record(paths)
+                    record_bytes = base["payload_bytes"] / base["num_records"]
+                    sources = {"local": th.sources.ArrayRecordSource(paths),
+                               "s3": th.sources.ArrayRecordSource(urls, storage_options=so),
+                               "s3 naive": th.sources.ArrayRecordSource(urls, storage_options=so,
+                                                                        read_options=NAIVE)}
+                    sources = {k: v for k, v in sources.items() if k in args.sources.split(",")}
+                    results: dict[tuple[str, Any], list[tuple[float, int]]] = {}
+                    for r in range(args.repeats):
+                        for where, src in sources.items():
+                            for workers in (0,) if args.tiny and where == "s3 naive" else (0, "auto"):
+                                results.setdefault((where, workers), []).append(
+                                    _rate(src, workload, workers, seconds, r, server, args.warmup))
+                    req_per_batch, bytes_per_record = _fetch_costs(sources["s3"], workload, server)
+                    ceiling = _server_ceiling(server, os.path.join(prefix, os.path.basename(paths[0])),
+                                              0.5 if args.tiny else 3.0)
+                    for (where, workers), runs in results.items():
+                        rate = statistics.median(x[0] for x in runs)
+                        local = statistics.median(x[0] for x in results[("local", workers)])
+                        rows.append({"workload": workload, "group": group, "where": where,
+                                     "workers": workers, "rate": rate, "ratio": rate / local,
+                                     "mb_s": rate * record_bytes / 1e6,
+                                     "req_per_batch": req_per_batch,
+                                     "bytes_ratio": bytes_per_record / per_record,
+                                     "startup_kib": statistics.median(x[1] for x in runs) / 1024,
+                                     "ceiling": ceiling})
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    _print(rows, args, seconds)
     return rows
 
 

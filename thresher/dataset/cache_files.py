@@ -15,6 +15,11 @@ on any filesystem that all processes share; a process that waits longer than
 ``timeout_s`` raises CacheError naming the parts that are missing. Every process then
 reads the same files: no process ever holds or writes the whole cache alone.
 
+``path`` may be a URL (``s3://bucket/cache/c.array_record``, any fsspec URL, with
+``storage_options``): parts are built on local disk and uploaded whole, the sidecar is
+uploaded last, so a reader never sees a cache whose sidecar is there but a part is not
+(``thresher.dataset.cache_store``). Parts in a bucket are read by byte ranges.
+
 Example:
     >>> import os, tempfile
     >>> from thresher.dataset.cache_files import build_disk_cache
@@ -28,8 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sys
 import time
@@ -39,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from thresher.dataset.cache_codec import PLAIN
+from thresher.dataset.cache_store import CacheStore, file_digest
 from thresher.errors import CacheError
 from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.array_record_writer import ArrayRecordWriter
@@ -67,15 +71,6 @@ def serializer_name(ser: Any) -> str:
     return f"{type(ser).__module__}.{type(ser).__qualname__}"
 
 
-def file_digest(path: str) -> str:
-    """The BLAKE2b-128 hex digest of a file's bytes."""
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def pod_process() -> tuple[int, int]:
     """``(process index, process count)`` of this JAX job, ``(0, 1)`` when jax is not imported.
 
@@ -92,9 +87,9 @@ def pod_process() -> tuple[int, int]:
 class DiskCacheView:
     """The records of an on-disk cache's part files, one after the other, deserialised."""
 
-    def __init__(self, paths: Sequence[str], loads: Any) -> None:
+    def __init__(self, paths: Sequence[str], loads: Any, storage_options: Any = None) -> None:
         self.paths = list(paths)
-        self._sources = [ArrayRecordSource(p) for p in self.paths]
+        self._sources = [ArrayRecordSource(p, storage_options=storage_options) for p in self.paths]
         self._starts = np.cumsum([0] + [len(s) for s in self._sources])
         self._loads = loads
         self.path = self.paths[0]
@@ -123,30 +118,11 @@ class DiskCacheView:
         return f"DiskCacheView({self.path!r}, {len(self)} elements in {len(self.paths)} part(s))"
 
 
-def _write_json_atomically(path: str, data: dict[str, Any]) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
-
-
-def _read_json(path: str) -> dict[str, Any]:
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
-        raise CacheError(f"the cache sidecar {path!r} is unreadable ({e}); delete it and the "
-                         "cache's part files to rebuild") from e
-    if not isinstance(data, dict):
-        raise CacheError(f"the cache sidecar {path!r} is not a JSON object; delete it to rebuild")
-    return data
-
-
 def _part_path(path: str, index: int, count: int) -> str:
     return path if count == 1 else f"{path}-{index:05d}-of-{count:05d}"
 
 
-def _open(path: str, meta: dict[str, Any], fingerprint: str, ser: Any) -> DiskCacheView:
+def _open(store: CacheStore, path: str, meta: dict[str, Any], fingerprint: str, ser: Any) -> DiskCacheView:
     meta_path = path + ".json"
     if meta.get("version") != META_VERSION:
         raise CacheError(f"the cache {path!r} was written by another thresher (sidecar version "
@@ -167,34 +143,29 @@ def _open(path: str, meta: dict[str, Any], fingerprint: str, ser: Any) -> DiskCa
     if not isinstance(parts, list) or not parts:
         raise CacheError(f"the cache sidecar {meta_path!r} lists no part files; delete it")
     paths = []
-    directory = os.path.dirname(os.path.abspath(path))
     for part in parts:
         name = part.get("file") if isinstance(part, dict) else None
-        if not isinstance(name, str) or os.path.basename(name) != name:
+        if not isinstance(name, str) or name in ("", ".", "..") or os.path.basename(name) != name \
+                or "/" in name:
             raise CacheError(f"the cache sidecar {meta_path!r} names a bad part {part!r}")
-        p = os.path.join(directory, name)
-        _check_part(p, part)
+        p = store.sibling(path, name)
+        store.check_part(p, part)
         paths.append(p)
-    return DiskCacheView(paths, ser.loads)
+    return DiskCacheView(paths, ser.loads, store.storage_options)
 
 
-def _check_part(p: str, part: dict[str, Any]) -> None:
-    if not os.path.exists(p):
-        raise CacheError(f"the cache part {p!r} is missing; delete the cache's sidecar to rebuild")
-    size = os.path.getsize(p)
-    if size != part.get("file_bytes"):
-        raise CacheError(f"the cache part {p!r} has {size} bytes but was written with "
-                         f"{part.get('file_bytes')} (truncated or replaced); delete the cache "
-                         "and its sidecar to rebuild")
-    if file_digest(p) != part.get("blake2b"):
-        raise CacheError(f"the cache part {p!r} does not match the digest in its sidecar (it "
-                         "was changed after it was written); delete the cache and its sidecar "
-                         "to rebuild")
+def _write_part(store: CacheStore, part: str, elements: Iterable[Any], ser: Any,
+                max_bytes: int | None) -> dict[str, Any]:
+    with store.writing(part) as local:
+        info = _write_local_part(local, part, elements, ser, max_bytes)
+    return dict(info, version=store.version(part))
 
 
-def _write_part(part: str, elements: Iterable[Any], ser: Any, max_bytes: int | None) -> dict[str, Any]:
+def _write_local_part(local: str, part: str, elements: Iterable[Any], ser: Any,
+                      max_bytes: int | None) -> dict[str, Any]:
+    """Writes the part at the local path ``local`` (``part`` is where it goes, for messages)."""
     total = 0
-    with ArrayRecordWriter(part) as writer:
+    with ArrayRecordWriter(local) as writer:
         for i, element in enumerate(elements):
             record = ser.dumps(element)
             total += len(record)
@@ -205,15 +176,15 @@ def _write_part(part: str, elements: Iterable[Any], ser: Any, max_bytes: int | N
                     "elements. Nothing was written")
             writer.write(record)
         count = writer.count
-    return {"file": os.path.basename(part), "num_records": count, "bytes": total,
-            "file_bytes": os.path.getsize(part), "blake2b": file_digest(part)}
+    return {"file": os.path.basename(local), "num_records": count, "bytes": total,
+            "file_bytes": os.path.getsize(local), "blake2b": file_digest(local)}
 
 
-def _wait_for(paths: Sequence[str], timeout_s: float, what: str) -> None:
+def _wait_for(store: CacheStore, paths: Sequence[str], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     sleep = _POLL_S[0]
     while True:
-        missing = [p for p in paths if not os.path.exists(p)]
+        missing = [p for p in paths if not store.exists(p)]
         if not missing:
             return
         if time.monotonic() > deadline:
@@ -226,41 +197,43 @@ def _wait_for(paths: Sequence[str], timeout_s: float, what: str) -> None:
 
 def build_disk_cache(path: str, fingerprint: str, elements: Iterable[Any], *, serializer: Any = None,
                      max_bytes: int | None = None, process: tuple[int, int] = (0, 1),
-                     timeout_s: float = DEFAULT_TIMEOUT_S) -> DiskCacheView:
+                     timeout_s: float = DEFAULT_TIMEOUT_S, storage_options: Any = None) -> DiskCacheView:
     """Opens the cache at ``path``, building it when it is not there.
 
     ``elements`` (this process's part, in order) is only iterated when the cache has to
     be built. ``serializer`` has ``dumps``/``loads`` and defaults to
     :data:`~thresher.dataset.cache_codec.PLAIN` (no pickle). ``process`` is
     ``(index, count)`` of this process among those that build the cache together.
+    ``path`` may be a URL; ``storage_options`` then go to fsspec.
     """
     ser = serializer if serializer is not None else PLAIN
     path = os.fspath(path)
+    store = CacheStore(storage_options)
     meta_path = path + ".json"
-    if os.path.exists(meta_path):
-        return _open(path, _read_json(meta_path), fingerprint, ser)
+    if store.exists(meta_path):
+        return _open(store, path, store.read_json(meta_path), fingerprint, ser)
     index, count = process
     part = _part_path(path, index, count)
-    info = _write_part(part, elements, ser, max_bytes)
+    info = _write_part(store, part, elements, ser, max_bytes)
     meta: dict[str, Any] = {"version": META_VERSION, "fingerprint": fingerprint,
                             "serializer": serializer_name(ser)}
     if count == 1:
-        _write_json_atomically(meta_path, dict(meta, parts=[info]))
-        return _open(path, _read_json(meta_path), fingerprint, ser)
-    _write_json_atomically(part + ".done.json", dict(meta, part=info))
+        store.write_json(meta_path, dict(meta, parts=[info]))
+        return _open(store, path, store.read_json(meta_path), fingerprint, ser)
+    store.write_json(part + ".done.json", dict(meta, part=info))
     if index == 0:
         done = [_part_path(path, i, count) + ".done.json" for i in range(count)]
-        _wait_for(done, timeout_s, f"the {count} parts of the cache {path!r}")
+        _wait_for(store, done, timeout_s, f"the {count} parts of the cache {path!r}")
         parts = []
         for d in done:
-            got = _read_json(d)
+            got = store.read_json(d)
             if got.get("fingerprint") != fingerprint or got.get("serializer") != meta["serializer"]:
                 raise CacheError(f"{d!r} was written by another pipeline; delete the parts of "
                                  f"{path!r} and rebuild")
             parts.append(got["part"])
-        _write_json_atomically(meta_path, dict(meta, parts=parts))
+        store.write_json(meta_path, dict(meta, parts=parts))
         for d in done:
-            os.remove(d)
+            store.remove(d)
     else:
-        _wait_for([meta_path], timeout_s, f"process 0 to finish the cache {path!r}")
-    return _open(path, _read_json(meta_path), fingerprint, ser)
+        _wait_for(store, [meta_path], timeout_s, f"process 0 to finish the cache {path!r}")
+    return _open(store, path, store.read_json(meta_path), fingerprint, ser)

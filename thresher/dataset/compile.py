@@ -381,7 +381,7 @@ def _cache(stage: _Stage, node: N.Cache, ctx: _Context) -> _Stage:
             yield from it
 
     disk = build_disk_cache(node.path, digest, elements(), serializer=node.serializer, max_bytes=node.max_bytes,
-                            process=process, timeout_s=node.timeout_s)
+                            process=process, timeout_s=node.timeout_s, storage_options=node.storage_options)
     return _Stage(disk, f"DiskCacheView({node.path!r})")
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property
 from typing import Any
@@ -328,7 +328,8 @@ class Dataset:
         return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b, worker_mode=str(mode)))
 
     def cache(self, path: str | os.PathLike[str] | None = None, *, max_bytes: int | None = None,
-              serializer: Any = None, timeout_s: float = 3600.0) -> Dataset:
+              serializer: Any = None, timeout_s: float = 3600.0,
+              storage_options: Mapping[str, Any] | None = None) -> Dataset:
         """Caches the elements so far: in memory (per process), or in ArrayRecord files at
         ``path`` (built once, atomically, and once for a whole JAX pod). See
         ``thresher.dataset.cache`` and ``thresher.dataset.cache_files``.
@@ -338,6 +339,11 @@ class Dataset:
         ``serializer=pickle`` (anything with ``dumps``/``loads``) to store other objects,
         only for files you trust: unpickling a file written by someone else runs their
         code. ``timeout_s``: how long the processes of a pod wait for each other's parts.
+
+        ``path`` may be a URL (``s3://bucket/caches/train.array_record``, any fsspec URL):
+        the files are built locally, uploaded whole, and the cache is committed by its
+        JSON sidecar, uploaded last; ``storage_options`` go to fsspec (credentials,
+        endpoint). Reading it back fetches records by byte ranges.
 
         Example:
             >>> import thresher as th
@@ -352,8 +358,9 @@ class Dataset:
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
             raise ConfigError(f"cache timeout_s must be a number of seconds > 0, got {timeout_s!r}")
         p = None if path is None else os.fspath(path)
+        so = dict(storage_options) if storage_options is not None else None
         return self._then(lambda at: N.Cache(at=at, path=p, max_bytes=max_bytes, serializer=serializer,
-                                             timeout_s=float(timeout_s)))
+                                             timeout_s=float(timeout_s), storage_options=so))
 
     def pack(self, seq_len: int, *, window: int = 256, truncate: bool = False) -> Dataset:
         """Packs token records into rows of ``seq_len`` with ``segment_ids`` and

@@ -209,6 +209,7 @@ class Cache(Node):
     max_bytes: int | None = None
     serializer: Any = None
     timeout_s: float = 3600.0
+    storage_options: Any = field(default=None, compare=False, repr=False)  # may hold credentials
 
     def describe(self) -> str:
         where = "memory" if self.path is None else "disk"

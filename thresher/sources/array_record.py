@@ -142,7 +142,10 @@ class ArrayRecordSource:
         (3, b'z', [b'z', b'x'])
     """
 
-    #: Local files: batched range reads beat threads (see ReadOptions).
+    #: Batched reads beat threads (see ReadOptions): for URLs too, as one batched read
+    #: already issues its requests concurrently, and threads reading slices of a chunk's
+    #: keys would fetch a chunk shared by two slices twice (2-4x slower in
+    #: benchmarks/remote_read.py).
     suggested_reads_in_flight = 0
 
     def __init__(self, paths: PathLike | Sequence[PathLike], *,

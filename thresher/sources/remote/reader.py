@@ -74,6 +74,9 @@ class RemoteReadOptions:
         timeout: seconds a batch (or a footer) may take before a SourceError.
         footer_cache_dir: a local directory where footer indexes are kept between
             processes and runs (None: in memory only).
+        verify_headers: check the HighwayHash of every chunk header and block header read
+            (about 10-30 µs each in Python; footers are always checked). Chunk data hashes
+            are not checked (see ``thresher.sources.remote.format``).
 
     Example:
         >>> RemoteReadOptions(max_concurrency=8).timeout
@@ -85,6 +88,7 @@ class RemoteReadOptions:
     max_concurrency: int = 32
     timeout: float = 60.0
     footer_cache_dir: str | None = None
+    verify_headers: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_request_bytes", "max_gap_bytes", "max_concurrency"):
@@ -93,6 +97,9 @@ class RemoteReadOptions:
                     0 if name == "max_gap_bytes" else 1):
                 raise ConfigError(f"RemoteReadOptions.{name} must be an int >= "
                                   f"{0 if name == 'max_gap_bytes' else 1}, got {value!r}")
+        if not isinstance(self.verify_headers, bool):
+            raise ConfigError(f"RemoteReadOptions.verify_headers must be True or False, got "
+                              f"{self.verify_headers!r}")
         if not isinstance(self.timeout, (int, float)) or self.timeout <= 0:
             raise ConfigError(f"RemoteReadOptions.timeout must be > 0 seconds, got "
                               f"{self.timeout!r}")
@@ -280,7 +287,8 @@ class RangeReader:
         for c in request.chunks:
             begin = int(index.chunk_offsets[c])
             try:
-                header, body = read_chunk(data, request.start, begin, int(ends[c]))
+                header, body = read_chunk(data, request.start, begin, int(ends[c]),
+                                          self.options.verify_headers)
                 bounds, values = simple_chunk_records(header, body)
                 want = min(g, index.num_records - c * g)
                 if header.num_records != want:
