@@ -15,7 +15,7 @@ from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.engine import Engine
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.main_module import unimportable_main
-from thresher.loader.options import LoaderOptions, WorkerCount
+from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S, LoaderOptions, WorkerCount
 from thresher.loader.pool.worker_main import WorkerSpec
 from thresher.loader.pool.worker_start import make_worker_spec
 from thresher.loader.profiling.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS
@@ -49,6 +49,12 @@ class DataLoader:
             memory use is about ``worker_count * worker_buffer_size`` chunks. The
             default (None) is 2, fewer if the first chunk shows that would not fit a
             quarter of the available memory. It changes speed and memory, never results.
+        worker_timeout_s: the watchdog: seconds a worker may keep one chunk before the
+            loader raises ``WorkerStuckError`` (naming the worker, the chunk's positions and
+            keys, with the worker's Python stack) and stops the workers. Default 300;
+            None waits forever. Per chunk, not per epoch: a slow pipeline that keeps
+            delivering never trips it. Reads on threads have their own limit,
+            ``ReadOptions.timeout_s``.
         read_options: reads in flight in each producer (a ``thresher.ReadOptions``, or
             Grain's ``ReadOptions``): for storage where each read waits (network
             filesystems, buckets, databases). Default: what the source suggests; with
@@ -111,6 +117,7 @@ class DataLoader:
         worker_count: WorkerCount = 0,
         chunk_size: int | None = None,
         worker_buffer_size: int | None = None,
+        worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
         read_options: Any = None,
         warm_start: bool = False,
         errors: str = "raise",
@@ -127,7 +134,7 @@ class DataLoader:
         if sampler.num_records > n:
             raise ConfigError(f"the sampler has num_records={sampler.num_records} but the source {data_source!r} "
                               f"has only {n} records")
-        options = LoaderOptions(worker_count, chunk_size, worker_buffer_size)
+        options = LoaderOptions(worker_count, chunk_size, worker_buffer_size, worker_timeout_s)
         check_policy(errors, max_skipped)
         self.errors = errors
         self.plan = plan_operations(operations)
@@ -142,6 +149,7 @@ class DataLoader:
         self.worker_count = options.worker_count
         self.chunk_size = chunk_size = options.chunk_size_for(batch.batch_size if batch is not None else None)
         self.worker_buffer_size = options.worker_buffer_size
+        self.worker_timeout_s = options.worker_timeout_s
         self.read_options = ReadOptions.coerce(read_options)
         self.read_options.threads_for(data_source)  # a source's bad declaration is an error now
         self._processor = ChunkProcessor(data_source, sampler, self.plan, skip_errors=errors == "skip",
@@ -165,7 +173,8 @@ class DataLoader:
         """What the iterators run: the processor, chunking, workers, stream and geometry."""
         return Engine(self._processor, self.chunk_size, self.worker_count, self.worker_buffer_size,
                       self._worker_spec, self._unusable, self.stream_id, self.state_geometry, self.stage_order,
-                      read_options=self.read_options, warm_start=self.warm_start)
+                      read_options=self.read_options, warm_start=self.warm_start,
+                      worker_timeout_s=self.worker_timeout_s)
 
     def _decided(self, report: AutotuneReport) -> None:
         self.autotune_report = report

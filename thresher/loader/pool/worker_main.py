@@ -33,6 +33,7 @@ from thresher.errors import BatchError, TransformError, WorkerError
 from thresher.loader.chunk import Chunk, ChunkProcessor, Reading
 from thresher.loader.pool.remote_errors import describe_exception
 from thresher.loader.pool.shm import Packed, pack
+from thresher.loader.pool.watchdog import listen_for_stack_requests
 from thresher.loader.pool.wire import send
 from thresher.loader.profiling.stats import BATCH, PACK
 from thresher.loader.read_ahead import Pending, ReadAhead
@@ -197,8 +198,14 @@ class _Tasks:
         return self._queue.popleft()
 
 
-def run(index: int, spec: WorkerSpec, conn: Connection, reads: ReadOptions | None = None) -> None:
-    """The worker's main loop (the target of its Process)."""
+def run(index: int, spec: WorkerSpec, conn: Connection, reads: ReadOptions | None = None,
+        stacks: Connection | None = None) -> None:
+    """The worker's main loop (the target of its Process).
+
+    ``stacks``: where to print the worker's Python stack when the main process asks
+    (SIGUSR1, see watchdog); kept open for the worker's life.
+    """
+    listen_for_stack_requests(stacks)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(AttributeError, ValueError, OSError):
         faulthandler.enable()  # a crash in an operation (segfault, abort) prints the worker's Python stack
