@@ -94,6 +94,8 @@ def test_sigstopped_workers_are_a_worker_stuck_error_naming_worker_chunk_and_key
     assert f"positions [{start}, {stop})" in message and str(expected[:3])[1:-1] in message
     assert "worker_timeout_s=2" in message and "did not answer SIGUSR1" in message and "SIGSTOP" in message
     assert "State: T" in message  # /proc shows the worker is stopped
+    other = 1 - e.worker
+    assert f"worker {other} (pid {by_index[other]}) is stuck too: /proc/{by_index[other]}: State: T" in message
     assert e.stuck_s is not None and 2.0 <= e.stuck_s < 7.0 and e.stack is None
     assert it.get_state()["position"] == 8  # what was delivered stays resumable
     assert _alive(pids) == [] and _workers() == []  # SIGKILL ended the stopped workers

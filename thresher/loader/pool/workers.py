@@ -246,7 +246,7 @@ class _Pool:
         if self.keys is not None:
             with contextlib.suppress(Exception):  # the error is about the worker: never hide it
                 keys = self.keys(*bounds)
-        others = [f"worker {i} (pid {p}) is stopped too: /proc/{p}: {state}" for i, p in enumerate(self.pids)
+        others = [f"worker {i} (pid {p}) is stuck too: /proc/{p}: {state}" for i, p in enumerate(self.pids)
                   if i != w and (state := process_state(p)).startswith(("State: T", "State: t", "State: D"))]
         return stuck_error(self.where(w), w, pid, bounds, keys, stuck_s, self.timeout_s, stack, others)
 
