@@ -60,16 +60,18 @@ def hang_on_13(x: int) -> int:
     return x
 
 
-def slow(x: int) -> int:
-    time.sleep(0.15)
+def slow_after_8(x: int) -> int:
+    """0.3 s a record, except in each worker's first chunk (whose clock also covers the worker's start)."""
+    if x >= 8:
+        time.sleep(0.3)
     return x
 
 
 def test_sigstopped_workers_are_a_worker_stuck_error_naming_worker_chunk_and_keys() -> None:
     loader = _loader([], timeout_s=2.0)
     it = iter(loader)
-    next(it)
-    next(it)  # chunk 0 (positions [0, 8)) came from worker 0; worker 1 has chunk 1
+    for _ in range(4):  # chunks 0 and 1 (positions [0, 16)) came: both workers have started
+        next(it)
     by_index = {int(p.name.rsplit("-", 1)[1]): p.pid for p in _workers()}
     pids = sorted(by_index.values())
     assert sorted(by_index) == [0, 1]
@@ -97,7 +99,7 @@ def test_sigstopped_workers_are_a_worker_stuck_error_naming_worker_chunk_and_key
     other = 1 - e.worker
     assert f"worker {other} (pid {by_index[other]}) is stuck too: /proc/{by_index[other]}: State: T" in message
     assert e.stuck_s is not None and 2.0 <= e.stuck_s < 7.0 and e.stack is None
-    assert it.get_state()["position"] == 8  # what was delivered stays resumable
+    assert it.get_state()["position"] == start  # every batch before the stuck chunk came: resume there
     assert _alive(pids) == [] and _workers() == []  # SIGKILL ended the stopped workers
     assert _thresher_shm() <= shm_before
 
@@ -158,11 +160,16 @@ def test_a_read_thread_that_never_returns_is_a_read_timeout_error_with_keys_and_
 
 
 def test_a_slow_pipeline_that_keeps_delivering_never_trips_the_per_chunk_timeout() -> None:
-    # Each chunk takes ~0.6 s, each worker ~4.8 s in all: twice the timeout, yet no error.
-    loader = _loader([slow], timeout_s=2.5, chunk_size=4)
-    got = [b.tolist() for b in loader]
-    ref = [b.tolist() for b in _loader([], timeout_s=None, workers=0, chunk_size=4)]
-    assert got == ref and len(got) == N // 4
+    # 8 chunks of 4 records, 4 per worker; the slow ones take ~1.2 s each: a worker needs ~3.6 s
+    # in all, more than the timeout, yet no error (the clock is per chunk).
+    def loader(workers: int, timeout_s: float | None) -> th.DataLoader:
+        return th.DataLoader(th.sources.RangeDataSource(0, 32), th.IndexSampler(32), [slow_after_8, th.Batch(4)],
+                             worker_count=workers, chunk_size=4, worker_timeout_s=timeout_s)
+
+    started = time.monotonic()
+    got = [b.tolist() for b in loader(2, 3.0)]
+    assert time.monotonic() - started > 3.0
+    assert got == [list(range(i, i + 4)) for i in range(0, 32, 4)]
 
 
 def test_none_waits_for_a_worker_that_is_stopped_and_continued() -> None:

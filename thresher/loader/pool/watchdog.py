@@ -3,9 +3,12 @@
 A dead worker wakes the main process at once (its process sentinel); a *stuck* one
 (stopped with SIGSTOP, deadlocked in a C library, waiting on a read that never
 returns) stays alive and silent. So while the main process waits for chunk c of
-worker w, it also keeps the time since the chunk became w's current work: the later
-of the moment it was handed to w and the moment w's previous result was taken back
-(the worker cannot have started it before). Past ``worker_timeout_s`` the pool
+worker w, it also keeps the time since the chunk became w's current work: the latest
+of the moment it was handed to w, the moment w's previous result was taken back and
+the moment w said it had started (its first message, once the pipeline is loaded):
+the worker cannot have begun the chunk before. A worker that never says so is given
+at least ``START_TIMEOUT_S`` (see workers) to start, since a loaded machine starts
+processes slowly. Past ``worker_timeout_s`` the pool
 raises a ``WorkerStuckError`` built here, after it asked the worker for its stack:
 
 - each worker registers ``faulthandler`` on SIGUSR1 at start, writing into its own
@@ -126,10 +129,12 @@ def process_state(pid: int) -> str:
 
 
 def stuck_error(where: str, worker: int, pid: int, bounds: tuple[int, int], keys: list[int] | None,
-                stuck_s: float, timeout_s: float, stack: str | None, others: list[str]) -> WorkerStuckError:
+                stuck_s: float, timeout_s: float, stack: str | None, others: list[str],
+                starting: bool = False) -> WorkerStuckError:
     """The error for a chunk that did not come back: who, what, how long, and where it hangs.
 
-    ``others``: a line for each other worker that is stopped too.
+    ``others``: a line for each other worker that is stuck too; ``starting``: the worker
+    never said it had loaded the pipeline (it hangs while starting).
     """
     start, stop = bounds
     shown = "" if keys is None else f" (record keys {keys[:8]}{'...' if stop - start > 8 else ''})"
@@ -140,8 +145,10 @@ def stuck_error(where: str, worker: int, pid: int, bounds: tuple[int, int], keys
                   "to show")
     else:
         answer = f"The worker's Python stack (faulthandler, most recent call first):\n{stack}"
+    doing = ("has not finished starting (importing the main module, loading the pipeline) to compute "
+             if starting else "has not delivered ")
     lines = [
-        f"thresher {where} has not delivered positions [{start}, {stop}){shown} for {stuck_s:.1f} s, longer "
+        f"thresher {where} {doing}positions [{start}, {stop}){shown} for {stuck_s:.1f} s, longer "
         f"than worker_timeout_s={timeout_s:g}: it is stuck (a read that never returns, a deadlock, a stopped "
         "process). The workers are stopped and the iterator is closed; fix the cause (or raise "
         "worker_timeout_s if a chunk can take this long; None waits forever), then resume from the last "

@@ -11,6 +11,7 @@ A worker never decides anything: which chunks it computes and in which order the
 are used is the main process's business, which is why the results do not depend on
 the number of workers. It stops when its socket is closed (the main process closed
 the pool, or died) and ignores SIGINT (Ctrl-C is the main process's to handle).
+Its first message says it has loaded the pipeline (READY), for the watchdog.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ with contextlib.suppress(ImportError):  # what an ArrayRecordSource reads with: 
 
 __all__ = ["ERROR", "OK", "WorkerSpec", "compute", "run", "worker_stages"]
 
-OK, ERROR = "ok", "error"
+OK, ERROR, READY = "ok", "error", "ready"  # READY: sent once, when the pipeline is loaded
 
 
 @dataclass(frozen=True)
@@ -220,6 +221,7 @@ def run(index: int, spec: WorkerSpec, conn: Connection, reads: ReadOptions | Non
     ahead = ReadAhead(processor, threads, reads.timeout_s) if processor is not None and threads and reads else None
     tasks = _Tasks(conn, ahead, reads)
     try:
+        send(sock, (READY, -1))  # the watchdog's clock for the first chunk starts now, not at the fork
         while True:
             task = tasks.next()
             if task is None:

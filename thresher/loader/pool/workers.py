@@ -63,7 +63,7 @@ from thresher.loader.pool.watchdog import (
     stack_pipe,
     stuck_error,
 )
-from thresher.loader.pool.worker_main import ERROR, WorkerSpec, run
+from thresher.loader.pool.worker_main import ERROR, READY, WorkerSpec, run
 from thresher.loader.pool.worker_start import context, make_worker_spec, prestart, start_method
 from thresher.loader.producer import chunk_bounds
 from thresher.loader.profiling.stats import TRANSFER, WAIT_WORKERS, StatsRecorder
@@ -76,6 +76,9 @@ DEFAULT_BUFFER_SIZE = 2
 _POLL_S = 1.0  # how often a blocked wait wakes up (worker deaths wake it at once anyway)
 _GRACE_S = 0.05  # idle workers exit on their own this fast once their socket closes
 _TERM_S = 1.0
+START_TIMEOUT_S = 120.0
+"""The least time a worker gets to start (import the main module, load the pipeline) before the
+watchdog calls it stuck: ``max(worker_timeout_s, START_TIMEOUT_S)``; a loaded machine starts slowly."""
 
 
 def _exit_reason(code: int | None) -> str:
@@ -117,6 +120,7 @@ class _Pool:
         self.given: list[deque[tuple[int, int, int]]] = [deque() for _ in range(count)]  # not yet taken back
         self.given_at: list[deque[float]] = [deque() for _ in range(count)]  # when each was handed out
         self.taken_at = [0.0] * count  # when worker w's last result was taken back
+        self.ready_at: list[float | None] = [None] * count  # when worker w said it loaded the pipeline
         self.stacks: list[Connection] = []
         self.timeout_s, self.keys = timeout_s, keys
         self.closed = False
@@ -194,28 +198,16 @@ class _Pool:
         Returns the chunk, the worker's stage end times, the time (monotonic ns) the
         message was there to read, and its size in bytes (pickle and shared memory).
         """
-        conn = self.conns[w]
-        if not conn.poll(0):
-            sentinels = {p.sentinel: i for i, p in enumerate(self.procs)}
-            waitables: list[Any] = [conn, *sentinels]
-            # The chunk became w's current work when it was handed out, or when w's previous
-            # result was taken back, whichever came later (the clock never starts too early).
-            since = max(self.given_at[w][0] if self.given_at[w] else time.monotonic(), self.taken_at[w])
-            while True:
-                left = None if self.timeout_s is None else since + self.timeout_s - time.monotonic()
-                if left is not None and left <= 0:
-                    raise self._stuck(w, bounds, time.monotonic() - since)
-                ready = wait(waitables, timeout=_POLL_S if left is None else min(_POLL_S, left))
-                dead = [sentinels[s] for s in ready if s in sentinels]
-                if dead:
-                    raise self._died(dead[0], bounds)
-                if ready:
-                    break
-        there = time.monotonic_ns()
-        try:
-            header, meta, fds = wire.receive(self.socks[w])
-        except (EOFError, OSError):
-            raise self._died(w, bounds) from None
+        while True:
+            self._wait(w, bounds)
+            there = time.monotonic_ns()
+            try:
+                header, meta, fds = wire.receive(self.socks[w])
+            except (EOFError, OSError):
+                raise self._died(w, bounds) from None
+            if header[0] != READY:
+                break
+            self.ready_at[w] = time.monotonic()
         self.given[w].popleft()
         self.given_at[w].popleft()
         self.taken_at[w] = time.monotonic()
@@ -237,6 +229,31 @@ class _Pool:
         assert isinstance(chunk, Chunk)
         return chunk, marks, there, len(meta) + sum(sizes)
 
+    def _wait(self, w: int, bounds: tuple[int, int]) -> None:
+        """Waits for worker ``w``'s next message; raises if a worker dies or ``w`` is stuck."""
+        conn = self.conns[w]
+        if conn.poll(0):
+            return
+        sentinels = {p.sentinel: i for i, p in enumerate(self.procs)}
+        waitables: list[Any] = [conn, *sentinels]
+        # The chunk became w's current work when w had started, the chunk was handed out and
+        # w's previous result was taken back, whichever came last (the clock never starts early).
+        ready = self.ready_at[w]
+        since = max(self.given_at[w][0] if self.given_at[w] else time.monotonic(), self.taken_at[w], ready or 0.0)
+        limit = self.timeout_s
+        if limit is not None and ready is None:
+            limit = max(limit, START_TIMEOUT_S)
+        while True:
+            left = None if limit is None else since + limit - time.monotonic()
+            if left is not None and left <= 0:
+                raise self._stuck(w, bounds, time.monotonic() - since)
+            got = wait(waitables, timeout=_POLL_S if left is None else min(_POLL_S, left))
+            dead = [sentinels[s] for s in got if s in sentinels]
+            if dead:
+                raise self._died(dead[0], bounds)
+            if got:
+                return
+
     def _stuck(self, w: int, bounds: tuple[int, int], stuck_s: float) -> WorkerError:
         """The error for worker ``w``, alive but without the chunk ``bounds`` for ``stuck_s`` seconds."""
         assert self.timeout_s is not None
@@ -248,7 +265,8 @@ class _Pool:
                 keys = self.keys(*bounds)
         others = [f"worker {i} (pid {p}) is stuck too: /proc/{p}: {state}" for i, p in enumerate(self.pids)
                   if i != w and (state := process_state(p)).startswith(("State: T", "State: t", "State: D"))]
-        return stuck_error(self.where(w), w, pid, bounds, keys, stuck_s, self.timeout_s, stack, others)
+        return stuck_error(self.where(w), w, pid, bounds, keys, stuck_s, self.timeout_s, stack, others,
+                           starting=self.ready_at[w] is None)
 
     def shutdown(self) -> None:
         """Stops every worker (idempotent, bounded: about a second at most)."""
