@@ -7,7 +7,7 @@ worker w, it also keeps the time since the chunk became w's current work: the la
 of the moment it was handed to w, the moment w's previous result was taken back and
 the moment w said it had started (its first message, once the pipeline is loaded):
 the worker cannot have begun the chunk before. A worker that never says so is given
-at least ``START_TIMEOUT_S`` (see workers) to start, since a loaded machine starts
+at least ``START_TIMEOUT_S`` to start, since a loaded machine starts
 processes slowly. Past ``worker_timeout_s`` the pool
 raises a ``WorkerStuckError`` built here, after it asked the worker for its stack:
 
@@ -44,11 +44,15 @@ from typing import Any
 from thresher.errors import WorkerStuckError
 from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S
 
-__all__ = ["ANSWER_S", "DEFAULT_WORKER_TIMEOUT_S", "ask_for_stack", "listen_for_stack_requests",
+__all__ = ["ANSWER_S", "DEFAULT_WORKER_TIMEOUT_S", "START_TIMEOUT_S", "ask_for_stack", "listen_for_stack_requests",
            "process_state", "stack_pipe", "stuck_error"]
 
 ANSWER_S = 1.0
 """How long a worker has to answer SIGUSR1 with its stack."""
+
+START_TIMEOUT_S = 120.0
+"""The least time a worker gets to start (import the main module, load the pipeline) before the
+watchdog calls it stuck: ``max(worker_timeout_s, START_TIMEOUT_S)``; a loaded machine starts slowly."""
 
 _QUIET_S = 0.1  # the dump is complete once the pipe stays quiet this long
 _MAX_STACK_BYTES = 1 << 20

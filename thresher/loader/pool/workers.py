@@ -58,6 +58,7 @@ from thresher.loader.pool.remote_errors import rebuild_exception
 from thresher.loader.pool.shm import unpack
 from thresher.loader.pool.watchdog import (
     DEFAULT_WORKER_TIMEOUT_S,
+    START_TIMEOUT_S,
     ask_for_stack,
     process_state,
     stack_pipe,
@@ -76,9 +77,6 @@ DEFAULT_BUFFER_SIZE = 2
 _POLL_S = 1.0  # how often a blocked wait wakes up (worker deaths wake it at once anyway)
 _GRACE_S = 0.05  # idle workers exit on their own this fast once their socket closes
 _TERM_S = 1.0
-START_TIMEOUT_S = 120.0
-"""The least time a worker gets to start (import the main module, load the pipeline) before the
-watchdog calls it stuck: ``max(worker_timeout_s, START_TIMEOUT_S)``; a loaded machine starts slowly."""
 
 
 def _exit_reason(code: int | None) -> str:
