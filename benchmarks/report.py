@@ -33,6 +33,17 @@ def versions() -> dict[str, str]:
     return out
 
 
+def left(res: dict[str, Any]) -> str:
+    """What a run (or row) left behind: processes and /dev/shm entries, always shown."""
+    return f"left: {res.get('leftover_processes', 0)} proc, {len(res.get('leftover_shm') or [])} shm"
+
+
+def leaks(rows: list[dict[str, Any]]) -> list[str]:
+    """A line for each row whose runs left a process or a /dev/shm entry behind."""
+    return [f"{r['workload']} {r['name']}: {left(r)} {sorted(r.get('leftover_shm') or [])}" for r in rows
+            if r.get("leftover_processes") or r.get("leftover_shm")]
+
+
 def one_line(workload: str, res: dict[str, Any]) -> str:
     """A progress line for one run."""
     if res["status"] == "unavailable":
@@ -59,6 +70,8 @@ def summarise(case: Case, runs: list[dict[str, Any]], data: dict[str, Any], expe
     row: dict[str, Any] = {"workload": case.workload, "name": case.name, "family": case.family,
                            "default": case.default, "workers": case.workers, "kind": case.kind,
                            "config": case.config, "runs": runs}
+    row["leftover_processes"] = max((r.get("leftover_processes", 0) for r in runs), default=0)
+    row["leftover_shm"] = sorted({n for r in runs for n in r.get("leftover_shm") or []})
     ok = [r for r in runs if r["status"] == "ok"]
     if not ok:
         bad = runs[-1] if runs else {"status": "error", "reason": "not run"}
@@ -69,7 +82,6 @@ def summarise(case: Case, runs: list[dict[str, Any]], data: dict[str, Any], expe
         row["reason"] = next(r.get("reason", "") for r in runs if r["status"] != "ok")
     row["n_runs"] = len(ok)
     row["peak_rss_mib"] = _median(max(r.get("peak_rss_total_mib") or 0, r.get("peak_rss_self_mib") or 0) for r in ok)
-    row["leftover_processes"] = max(r.get("leftover_processes", 0) for r in ok)
     row["import_s"] = _median(r.get("import_s") for r in ok)
     if case.kind == "throughput":
         rps = _median(r.get("records_per_s") for r in ok)
@@ -289,8 +301,8 @@ def _status(row: dict[str, Any]) -> str:
         notes.append(f"some runs failed: {row.get('reason', '')[:50]}")
     if row.get("shortfall"):
         notes.append(f"SHORT by {row['shortfall']:,} records")
-    if row.get("leftover_processes"):
-        notes.append(f"{row['leftover_processes']} processes left behind")
+    if row.get("leftover_processes") or row.get("leftover_shm"):
+        notes.append(f"LEAK {left(row)}")
     if row.get("note"):
         notes.append(row["note"])
     return "; ".join(notes)

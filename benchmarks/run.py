@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                 res = run_case(spec, timeout)
                 runs[c.key].append(res)
                 tag = res["status"] if res["status"] != "ok" else ""
-                print(f"  [{w} {r + 1}/{repeats}] {c.name:<44} {report.one_line(w, res)} {tag}", flush=True)
+                print(f"  [{w} {r + 1}/{repeats}] {c.name:<44} {report.one_line(w, res)}  {report.left(res)} {tag}",
+                      flush=True)
                 if res["status"] == "unavailable":
                     skip.add(c.key)  # it will not appear between repeats
         for c in cs:
@@ -116,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         if png:
             print(f"chart:   {png}")
     print(f"total time {time.perf_counter() - t_start:.1f} s")
+    leaked = report.leaks(rows)
+    if leaked:
+        print("LEAKS: these rows left processes or /dev/shm entries behind (exit code 1):\n  " + "\n  ".join(leaked))
+        return 1
     return 0
 
 

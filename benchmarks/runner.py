@@ -4,13 +4,16 @@ The parent polls the child's process tree (the child and any worker processes)
 every 50 ms with psutil and keeps the peak of the summed RSS; the child also
 reports its own peak (VmHWM). Processes of the run still alive 3 s after the
 child exits (its fork server needs a moment to notice) are counted
-(``leftover_processes``) and terminated by pid.
+(``leftover_processes``) and terminated by pid; so are the /dev/shm entries the
+run left (``leftover_shm``, see ``shm_left``). ``benchmarks.run`` prints both for
+every run and exits non-zero when any run left something.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -67,6 +70,27 @@ def left_behind(procs: list[psutil.Process], settle_s: float = _SETTLE_S) -> lis
     return out
 
 
+def shm_names() -> set[str]:
+    """The entries of /dev/shm now (empty where there is none)."""
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def shm_left(before: set[str], pids: set[int]) -> list[str]:
+    """The /dev/shm entries that appeared since ``before`` and belong to the run's processes ``pids``.
+
+    Other users of a shared machine create and remove entries too, and most names say
+    nothing of their owner, so an entry is blamed on the run only when its name says
+    so: it names thresher, or one of its numbers is a pid of the run (PyTorch's
+    ``torch_<pid>_...``, ``...<pid>...`` in general).
+    """
+    out = []
+    for name in sorted(shm_names() - before):
+        numbers = {int(n) for n in re.findall(r"\d+", name)}
+        if "thresher" in name or numbers & pids:
+            out.append(name)
+    return out
+
+
 def run_case(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """Runs ``spec`` (see benchmarks.child) in a subprocess; returns its result dict."""
     with tempfile.TemporaryDirectory(prefix="thresher-bench-") as tmp:
@@ -78,6 +102,7 @@ def run_case(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         log_path = os.path.join(tmp, "log.txt")
+        shm_before = shm_names()
         t0 = time.perf_counter()
         with open(log_path, "w") as log:
             proc = subprocess.Popen([sys.executable, "-m", "benchmarks.child", spec_path], cwd=REPO_ROOT,
@@ -104,6 +129,7 @@ def run_case(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         leftover = left_behind(list(known.values()))
         if leftover:
             _terminate(leftover)
+        leftover_shm = shm_left(shm_before, {proc.pid, *known})
         with open(log_path, errors="replace") as f:
             log_text = f.read()
         if timed_out:
@@ -118,4 +144,5 @@ def run_case(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         result["peak_rss_total_mib"] = peak / 2**20
         result["wall_s"] = wall
         result["leftover_processes"] = len(leftover)
+        result["leftover_shm"] = leftover_shm
         return result

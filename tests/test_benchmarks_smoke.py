@@ -13,7 +13,7 @@ import os
 import pytest
 
 from benchmarks import cases, child, datasets, report, run
-from benchmarks.runner import left_behind, run_case
+from benchmarks.runner import left_behind, run_case, shm_left, shm_names
 
 HAVE = {name: importlib.util.find_spec(mod) is not None
         for name, mod in (("grain", "grain"), ("torch", "torch"))}
@@ -92,6 +92,28 @@ def test_run_case_in_a_subprocess_and_unavailable_workers(data: dict) -> None:
     res = run_case(dict(spec, config={"workers": 2}), timeout_s=60)
     assert res["status"] == "ok", res
     assert res["leftover_processes"] == 0  # the fork server exits on its own, after the run
+    assert res["leftover_shm"] == []
+
+
+def test_a_dev_shm_entry_left_by_the_run_is_a_leak_and_fails_the_command() -> None:
+    before = shm_names()
+    mine = f"/dev/shm/thresher-bench-test-{os.getpid()}"
+    other = "/dev/shm/psm_bench_test_other_user_7"
+    try:
+        for path in (mine, other):
+            with open(path, "w") as f:
+                f.write("x")
+        left = shm_left(before, {os.getpid()})
+        assert left == [os.path.basename(mine)]  # named for thresher (and carrying a pid of the run)
+        assert shm_left(before, {1}) == [os.path.basename(mine)]
+    finally:
+        for path in (mine, other):
+            os.unlink(path)
+    clean = {"workload": "W1", "name": "a", "leftover_processes": 0, "leftover_shm": []}
+    leaky = {"workload": "W1", "name": "b", "leftover_processes": 1, "leftover_shm": ["torch_12_3"]}
+    assert report.leaks([clean]) == []
+    assert report.leaks([clean, leaky]) == ["W1 b: left: 1 proc, 1 shm ['torch_12_3']"]
+    assert "LEAK left: 1 proc, 1 shm" in report._status(dict(leaky, status="ok"))
 
 
 def test_left_behind_counts_what_outlives_the_settling_time() -> None:

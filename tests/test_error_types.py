@@ -42,9 +42,11 @@ MAPPING: dict[str, set[type]] = {
     "DatasetInfoError": {OSError, ValueError},
     "IncompleteDatasetError": {OSError},
     "WorkerError": {RuntimeError},
+    "WorkerStuckError": {RuntimeError},
     "CacheError": {RuntimeError},
     "RandomAccessError": {TypeError},
     "ConversionRequiredError": {OSError},
+    "ReadTimeoutError": {OSError},  # and TimeoutError, as the builtin for a time limit
 }
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "IncompleteDatasetError",
     "InvalidStateError",
     "RandomAccessError",
+    "ReadTimeoutError",
     "RecordKeyError",
     "SourceError",
     "SourceNotFoundError",
@@ -43,6 +44,7 @@ __all__ = [
     "ThresherError",
     "TransformError",
     "WorkerError",
+    "WorkerStuckError",
 ]
 
 
@@ -145,6 +147,24 @@ class WorkerError(ThresherError, RuntimeError):
     """A worker process died or failed; the message names the worker and its exit code."""
 
 
+class WorkerStuckError(WorkerError):
+    """A worker did not deliver a chunk within ``worker_timeout_s``: it hangs (stopped, deadlocked, a
+    read that never returns). The message gives the worker and its pid, the chunk's positions and
+    first record keys, how long it waited and the worker's Python stack; the workers are stopped.
+
+    Attributes (None when unknown): ``worker`` (its index), ``pid``, ``positions`` ([start, stop)),
+    ``record_keys`` (the chunk's first keys), ``stuck_s`` (seconds waited), ``stack`` (the worker's
+    Python stack as faulthandler printed it, None if the worker could not answer).
+    """
+
+    def __init__(self, message: str = "", *, worker: int | None = None, pid: int | None = None,
+                 positions: tuple[int, int] | None = None, record_keys: list[int] | None = None,
+                 stuck_s: float | None = None, stack: str | None = None) -> None:
+        super().__init__(message)
+        self.worker, self.pid, self.positions = worker, pid, positions
+        self.record_keys, self.stuck_s, self.stack = record_keys, stuck_s, stack
+
+
 class CacheError(ThresherError, RuntimeError):
     """A Dataset cache is past its size limit, or an on-disk cache belongs to another pipeline."""
 
@@ -152,6 +172,20 @@ class CacheError(ThresherError, RuntimeError):
 class RandomAccessError(ThresherError, TypeError):
     """``len(ds)`` or ``ds[i]`` on a Dataset that an operation (filter, pack) made iterable-only;
     the message names the operation."""
+
+
+class ReadTimeoutError(SourceError, TimeoutError):
+    """Reads on threads did not return within ``ReadOptions.timeout_s``; also a ``TimeoutError``.
+
+    The message names the record keys still being read and the reading threads' Python stacks.
+    ``record_keys`` holds those keys and ``stacks`` the stacks (empty when unknown).
+    """
+
+    def __init__(self, message: str = "", *, record_keys: list[int] | None = None,
+                 stacks: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.record_keys = [] if record_keys is None else record_keys
+        self.stacks = [] if stacks is None else stacks
 
 
 class ConversionRequiredError(SourceError):

@@ -1,4 +1,5 @@
-"""Leak checks for the worker tests: child processes, /dev/shm, descriptors, mappings."""
+"""Leak checks for the worker tests: child processes, /dev/shm, descriptors, mappings (tests/processes.py),
+as a block: stricter than the guard every test runs under (tests/leak_guard.py), it also counts descriptors."""
 
 from __future__ import annotations
 
@@ -6,35 +7,19 @@ import contextlib
 import gc
 import os
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
-import psutil
+from tests import processes
 
 
 def _shm() -> set[str]:
-    """The /dev/shm entries thresher could be blamed for.
-
-    thresher's results travel in anonymous memory (memfd) and never get a name. On a
-    shared machine other people's processes keep creating and removing their own
-    entries here (``psm_*``, ``sem.mp-*``), which cannot be told apart from ours; so
-    this per-test check looks at names with "thresher" in them, and the strict check
-    (no entry at all, SIGKILL included) runs in a private /dev/shm: see
-    test_workers_shm_namespace.py.
-    """
-    if not os.path.isdir("/dev/shm"):
-        return set()
-    return {n for n in os.listdir("/dev/shm") if "thresher" in n}
+    """The /dev/shm entries thresher could be blamed for (named "thresher"; the strict check, no
+    entry at all, runs in a private /dev/shm: see test_workers_shm_namespace.py)."""
+    return processes.thresher_shm()
 
 
 def _children() -> set[int]:
-    out = set()
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE:
-                out.add(p.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
+    return processes.live_descendants()
 
 
 def _fds() -> int:
@@ -42,8 +27,7 @@ def _fds() -> int:
 
 
 def _mappings() -> int:
-    with open("/proc/self/maps") as f:
-        return sum("thresher-result" in line for line in f)
+    return processes.result_mappings()
 
 
 @contextlib.contextmanager

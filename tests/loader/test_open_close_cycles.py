@@ -1,8 +1,8 @@
 """Nothing left behind after 100 iterators with workers, however each one ends.
 
 Each cycle opens an iterator with 2 worker processes, takes a few batches and ends it in
-one of the ways a training loop does (close(), a with block, exhaustion, dropping it, an
-exception in the loop, set_state into a fresh iterator). Afterwards the process has the
+one of the ways a training loop does (close(), a with block, exhaustion, ``del it`` without
+close, a break mid-epoch, an exception in the loop, set_state into a fresh iterator). Afterwards the process has the
 same children, descriptors and shared-memory mappings as before, and no /dev/shm entry.
 """
 
@@ -45,6 +45,12 @@ def _drop(it: Any) -> None:
     next(it)  # the caller's reference is the last one: the iterator is dropped on return
 
 
+def _break(it: Any) -> None:
+    for i, _ in enumerate(it):
+        if i == 2:
+            break  # mid-epoch; the caller then drops the iterator without closing it
+
+
 def _exception(it: Any) -> None:
     with pytest.raises(KeyError):
         with it:
@@ -52,7 +58,7 @@ def _exception(it: Any) -> None:
             raise KeyError("the training step failed")
 
 
-ENDINGS: list[Callable[[Any], None]] = [_close, _with_block, _exhaust, _drop, _exception]
+ENDINGS: list[Callable[[Any], None]] = [_close, _with_block, _exhaust, _drop, _break, _exception]
 
 
 @pytest.mark.usefixtures("_helpers_started")

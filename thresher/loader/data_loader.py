@@ -17,7 +17,7 @@ from thresher.loader.engine import Engine
 from thresher.loader.exclusions import Exclusions, RecordKeys, record_blocklist
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.main_module import unimportable_main
-from thresher.loader.options import LoaderOptions, WorkerCount, WorkerMode
+from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S, LoaderOptions, WorkerCount, WorkerMode
 from thresher.loader.pool.worker_main import WorkerSpec
 from thresher.loader.pool.worker_start import make_worker_spec
 from thresher.loader.profiling.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS
@@ -59,6 +59,12 @@ class DataLoader:
             memory use is about ``worker_count * worker_buffer_size`` chunks. The
             default (None) is 2, fewer if the first chunk shows that would not fit a
             quarter of the available memory. It changes speed and memory, never results.
+        worker_timeout_s: the watchdog: seconds a worker may keep one chunk before the
+            loader raises ``WorkerStuckError`` (naming the worker, the chunk's positions and
+            keys, with the worker's Python stack) and stops the workers. Default 300;
+            None waits forever. Per chunk, not per epoch: a slow pipeline that keeps
+            delivering never trips it. Reads on threads have their own limit,
+            ``ReadOptions.timeout_s``.
         read_options: reads in flight in each producer (a ``thresher.ReadOptions``, or
             Grain's ``ReadOptions``): for storage where each read waits (network
             filesystems, buckets, databases). Default: what the source suggests; with
@@ -129,6 +135,7 @@ class DataLoader:
         worker_mode: WorkerMode | None = None,
         chunk_size: int | None = None,
         worker_buffer_size: int | None = None,
+        worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
         read_options: Any = None,
         warm_start: bool = False,
         errors: str = "raise",
@@ -147,7 +154,8 @@ class DataLoader:
         if sampler.num_records > n:
             raise ConfigError(f"the sampler has num_records={sampler.num_records} but the source {data_source!r} "
                               f"has only {n} records")
-        options = LoaderOptions(worker_count, chunk_size, worker_buffer_size, worker_mode)
+        options = LoaderOptions(worker_count, chunk_size, worker_buffer_size, worker_mode,
+                                worker_timeout_s=worker_timeout_s)
         check_policy(errors, max_skipped)
         self.errors = errors
         self.plan = plan_operations(operations)
@@ -164,6 +172,7 @@ class DataLoader:
         self.worker_mode: WorkerMode = options.worker_mode or "process"
         self.chunk_size = chunk_size = options.chunk_size_for(batch.batch_size if batch is not None else None)
         self.worker_buffer_size = options.worker_buffer_size
+        self.worker_timeout_s = options.worker_timeout_s
         self.read_options = ReadOptions.coerce(read_options)
         self.read_options.threads_for(data_source)  # a source's bad declaration is an error now
         blocked = None if skip_records is None else Exclusions(record_blocklist(skip_records, n))
@@ -191,7 +200,7 @@ class DataLoader:
         return Engine(self._processor, self.chunk_size, self.worker_count, self.worker_buffer_size,
                       self._worker_spec, self._unusable, self.stream_id, self.state_geometry, self.stage_order,
                       read_options=self.read_options, warm_start=self.warm_start, ledger=self.ledger,
-                      worker_mode=self.worker_mode)
+                      worker_mode=self.worker_mode, worker_timeout_s=self.worker_timeout_s)
 
     def _decided(self, report: AutotuneReport) -> None:
         self.autotune_report = report

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from thresher.errors import GeometryError, InvalidStateError
 from thresher.loader.autotune import (
     LATENCY_WORTH,
@@ -39,7 +41,7 @@ from thresher.loader.autotune import (
 )
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.exclusions import Consumed, Exclusions
-from thresher.loader.options import WorkerCount, WorkerMode
+from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S, WorkerCount, WorkerMode
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
 from thresher.loader.profiling.stats import StatsRecorder, available_cpus
 from thresher.loader.read_ahead import ReadAhead
@@ -74,6 +76,8 @@ class Engine:
         read_options: reads in flight per producer (``num_threads`` None: the source's
             suggestion, or with ``"auto"`` the measured choice).
         ledger: the directory of the delivery ledger every iterator appends to (None: none).
+        worker_timeout_s: seconds a worker may keep one chunk (None: no limit; see
+            thresher.loader.pool.watchdog).
     """
 
     processor: ChunkProcessor
@@ -89,6 +93,7 @@ class Engine:
     read_options: ReadOptions = field(default_factory=ReadOptions)
     ledger: str | None = None
     worker_mode: WorkerMode = "process"
+    worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S
 
     # -- state ------------------------------------------------------------------------------
     def state_at(self, position: int) -> LoaderState:
@@ -156,6 +161,13 @@ class Engine:
 
             spec = make_worker_spec(processor, self.chunk_size)
         return replace(self, processor=processor, worker_spec=spec)
+
+    def first_keys(self, start: int, stop: int, count: int = 8) -> list[int]:
+        """The record keys of the first ``count`` positions of [start, stop) (for error messages)."""
+        sampler = self.processor.sampler
+        positions = np.arange(start, min(stop, start + count), dtype=np.int64)
+        keys, _ = sampler.record_keys(sampler.to_global(positions))
+        return [int(k) for k in keys]
 
     # -- producers --------------------------------------------------------------------------
     def decide(self, probe: Probe) -> AutotuneReport:
@@ -270,7 +282,8 @@ class Engine:
         assert spec is not None
 
         def pool(at: int) -> Producer:
-            return WorkerPoolProducer(spec, at, stop, self.chunk_size, workers, buffer, stats, reads=reads)
+            return WorkerPoolProducer(spec, at, stop, self.chunk_size, workers, buffer, stats, reads=reads,
+                                      timeout_s=self.worker_timeout_s, keys=self.first_keys)
 
         if (not self.warm_start or warm_start.is_ready() or multiprocessing.parent_process() is not None
                 or unimportable_main() is not None):

@@ -1,4 +1,4 @@
-"""LoaderOptions: how a DataLoader computes (never what): workers, chunking, read-ahead.
+"""LoaderOptions: how a DataLoader computes (never what): workers, chunking, read-ahead, the watchdog.
 
 Example:
     >>> from thresher.loader.options import LoaderOptions
@@ -16,6 +16,8 @@ Example:
     ... except ValueError as e:
     ...     print(e)
     chunk_size must be an int >= 1 or None, got 0
+    >>> LoaderOptions(worker_timeout_s=None).worker_timeout_s is None    # no watchdog
+    True
 """
 
 from __future__ import annotations
@@ -35,18 +37,24 @@ WORKER_MODES = ("process", "thread")
 
 _MIN_CHUNK_RECORDS = 256
 
+DEFAULT_WORKER_TIMEOUT_S = 300.0
+"""A chunk normally takes well under a second; five minutes without one is a hang."""
+
 
 @dataclass(frozen=True)
 class LoaderOptions:
     """The DataLoader's speed and memory options, checked when made (ConfigError).
 
     None of them changes the batches: see ``DataLoader`` for what each one does.
+    ``worker_timeout_s`` is the watchdog's limit: seconds a worker may keep one chunk
+    before the loader raises WorkerStuckError (None: wait forever).
     """
 
     worker_count: WorkerCount = 0
     chunk_size: int | None = None
     worker_buffer_size: int | None = None
     worker_mode: WorkerMode | None = None
+    worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S
 
     def __post_init__(self) -> None:
         mode = self.worker_mode
@@ -66,6 +74,10 @@ class LoaderOptions:
             "worker_buffer_size",
             check_int(self.worker_buffer_size, "worker_buffer_size", minimum=1, optional=True),
         )
+        t = self.worker_timeout_s
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf")):
+            raise ConfigError(f"worker_timeout_s must be None or a number of seconds > 0, got {t!r}")
+        object.__setattr__(self, "worker_timeout_s", None if t is None else float(t))
 
     def chunk_size_for(self, batch_size: int | None) -> int:
         """``chunk_size``, or by default a multiple of the batch size of at least 256."""

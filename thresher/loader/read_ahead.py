@@ -11,9 +11,10 @@ reads in the calling thread, as a plain ``ChunkProcessor`` call would.
 
 Errors: the exception of a failing slice is raised by ``finish`` as it was raised
 (with the note naming positions and keys); slices still waiting longer than
-``timeout_s`` raise a SourceError naming the keys and the option. ``close`` cancels
-the reads not yet started; a read already running cannot be interrupted, its thread
-ends when it returns.
+``timeout_s`` raise a ReadTimeoutError naming the keys, the option and the Python
+stack of each thread still reading (``sys._current_frames``: where the read hangs).
+``close`` cancels the reads not yet started; a read already running cannot be
+interrupted, its thread ends when it returns.
 
 Example:
     >>> import thresher as th
@@ -30,28 +31,33 @@ Example:
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
+import traceback
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
 
-from thresher.errors import SourceError
+from thresher.errors import ReadTimeoutError
 from thresher.loader.chunk import ChunkProcessor, Reading
 
 __all__ = ["Pending", "ReadAhead"]
 
 
 class Pending:
-    """A chunk whose reads were started: its Reading and the futures of its slices."""
+    """A chunk whose reads were started: its Reading, the futures of its slices and the
+    threads reading them (``threading.get_ident()`` of each slice's thread once it started)."""
 
-    __slots__ = ("futures", "reading", "submitted")
+    __slots__ = ("futures", "reading", "submitted", "threads")
 
     def __init__(self, reading: Reading, futures: list[Future[tuple[list[Any], int, int]]] | None,
                  submitted: int = 0) -> None:
         self.reading = reading
         self.futures = futures
         self.submitted = submitted
+        self.threads: dict[int, int] = {}
 
 
 def _slices(n: int, parts: int) -> list[tuple[int, int]]:
@@ -66,6 +72,10 @@ def _slices(n: int, parts: int) -> list[tuple[int, int]]:
         out.append((lo, hi))
         lo = hi
     return out
+
+
+def _few(keys: list[int]) -> str:
+    return f"{keys[:8]}{'...' if len(keys) > 8 else ''}"
 
 
 class ReadAhead:
@@ -89,9 +99,10 @@ class ReadAhead:
             self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="thresher-read")
         return self._executor
 
-    def _read_slice(self, reading: Reading, lo: int, hi: int) -> tuple[list[Any], int, int]:
+    def _read_slice(self, pending: Pending, slot: int, lo: int, hi: int) -> tuple[list[Any], int, int]:
+        pending.threads[slot] = threading.get_ident()
         cpu = time.thread_time_ns()
-        records = self._processor.read(reading, reading.key_list[lo:hi])
+        records = self._processor.read(pending.reading, pending.reading.key_list[lo:hi])
         return records, time.thread_time_ns() - cpu, time.monotonic_ns()
 
     def start(self, start: int, stop: int) -> Pending:
@@ -100,10 +111,11 @@ class ReadAhead:
         if self.threads == 0 or not reading.key_list:
             return Pending(reading, None)
         pool = self._pool()
-        submitted = time.monotonic_ns()
-        futures = [pool.submit(self._read_slice, reading, lo, hi)
-                   for lo, hi in _slices(len(reading.key_list), self.threads)]
-        return Pending(reading, futures, submitted)
+        pending = Pending(reading, [], time.monotonic_ns())
+        assert pending.futures is not None
+        for slot, (lo, hi) in enumerate(_slices(len(reading.key_list), self.threads)):
+            pending.futures.append(pool.submit(self._read_slice, pending, slot, lo, hi))
+        return pending
 
     def finish(self, pending: Pending) -> Reading:
         """The chunk's Reading with its records, once read; marks: sample, then the wait."""
@@ -136,17 +148,30 @@ class ReadAhead:
         reading.marks[:] = [waited - sampled, waited, ready]  # the stats count the time waited for reads
         return reading
 
-    def _timed_out(self, reading: Reading, pending: Pending, late: set[Any]) -> SourceError:
+    def _timed_out(self, reading: Reading, pending: Pending, late: set[Any]) -> ReadTimeoutError:
         assert pending.futures is not None
         bounds = _slices(len(reading.key_list), self.threads)
-        keys = [k for f, (lo, hi) in zip(pending.futures, bounds, strict=False) if f in late
-                for k in reading.key_list[lo:hi]]
+        frames = sys._current_frames()
+        keys: list[int] = []
+        stacks: list[str] = []
+        for slot, (f, (lo, hi)) in enumerate(zip(pending.futures, bounds, strict=False)):
+            if f not in late:
+                continue
+            slice_keys = reading.key_list[lo:hi]
+            keys += slice_keys
+            ident = pending.threads.get(slot)
+            frame = None if ident is None else frames.get(ident)
+            where = (f"keys {_few(slice_keys)} have not started: every read thread is busy" if frame is None else
+                     f"thread reading keys {_few(slice_keys)}, most recent call last:\n"
+                     + "".join(traceback.format_stack(frame)).rstrip())
+            stacks.append(where)
         pos = reading.positions
-        return SourceError(
-            f"reading record keys {keys[:8]}{'...' if len(keys) > 8 else ''} (of positions "
-            f"[{int(pos[0])}, {int(pos[-1]) + 1})) of {self._processor.source!r} took longer than "
-            f"ReadOptions(timeout_s={self.timeout_s}): a read hangs (the storage does not answer). Fix the "
-            "storage, or raise timeout_s if reads can take this long, then resume from the last state")
+        return ReadTimeoutError(
+            f"reading record keys {_few(keys)} (of positions [{int(pos[0])}, {int(pos[-1]) + 1})) of "
+            f"{self._processor.source!r} took longer than ReadOptions(timeout_s={self.timeout_s}): a read "
+            "hangs (the storage does not answer). Fix the storage, or raise timeout_s if reads can take "
+            "this long, then resume from the last state. Where the reads are:\n" + "\n".join(stacks),
+            record_keys=keys, stacks=stacks)
 
     def close(self) -> None:
         """Cancels the reads not started; running ones end on their own (no wait here)."""

@@ -11,6 +11,7 @@ A worker never decides anything: which chunks it computes and in which order the
 are used is the main process's business, which is why the results do not depend on
 the number of workers. It stops when its socket is closed (the main process closed
 the pool, or died) and ignores SIGINT (Ctrl-C is the main process's to handle).
+Its first message says it has loaded the pipeline (READY), for the watchdog.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from thresher.loader.chunk import Chunk, ChunkProcessor, Reading
 from thresher.loader.pool.remote_errors import describe_exception
 from thresher.loader.pool.shm import Packed, pack
 from thresher.loader.pool.stacking import stack_batches, worker_stages
+from thresher.loader.pool.watchdog import listen_for_stack_requests
 from thresher.loader.pool.wire import send
 from thresher.loader.read_ahead import Pending, ReadAhead
 from thresher.loader.read_options import ReadOptions
@@ -43,7 +45,7 @@ with contextlib.suppress(ImportError):  # what an ArrayRecordSource reads with: 
 
 __all__ = ["ERROR", "OK", "WorkerSpec", "compute", "run", "worker_stages"]
 
-OK, ERROR = "ok", "error"
+OK, ERROR, READY = "ok", "error", "ready"  # READY: sent once, when the pipeline is loaded
 
 
 @dataclass(frozen=True)
@@ -175,8 +177,14 @@ class _Tasks:
         return self._queue.popleft()
 
 
-def run(index: int, spec: WorkerSpec, conn: Connection, reads: ReadOptions | None = None) -> None:
-    """The worker's main loop (the target of its Process)."""
+def run(index: int, spec: WorkerSpec, conn: Connection, reads: ReadOptions | None = None,
+        stacks: Connection | None = None) -> None:
+    """The worker's main loop (the target of its Process).
+
+    ``stacks``: where to print the worker's Python stack when the main process asks
+    (SIGUSR1, see watchdog); kept open for the worker's life.
+    """
+    listen_for_stack_requests(stacks)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(AttributeError, ValueError, OSError):
         faulthandler.enable()  # a crash in an operation (segfault, abort) prints the worker's Python stack
@@ -191,6 +199,7 @@ def run(index: int, spec: WorkerSpec, conn: Connection, reads: ReadOptions | Non
     ahead = ReadAhead(processor, threads, reads.timeout_s) if processor is not None and threads and reads else None
     tasks = _Tasks(conn, ahead, reads)
     try:
+        send(sock, (READY, -1))  # the watchdog's clock for the first chunk starts now, not at the fork
         while True:
             task = tasks.next()
             if task is None:

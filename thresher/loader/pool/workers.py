@@ -22,6 +22,9 @@ Failure and shutdown (docs/architecture.md, invariants 6 and 7):
 - the main process waits on the worker's socket *and* every worker's process
   sentinel, so a worker that dies (SIGKILL, os._exit, a segfault, the OOM killer)
   is a WorkerError naming it and its exit code at once, never a hang;
+- a worker that is alive but stuck (stopped, deadlocked, a read that never returns)
+  is a WorkerStuckError after ``worker_timeout_s`` without the chunk, with the
+  worker's Python stack (see watchdog);
 - an exception in a worker comes back with its traceback (see remote_errors);
 - ``close()`` (also run by a ``weakref.finalize`` when the producer is garbage
   collected, and at interpreter exit) closes the sockets, which ends idle workers,
@@ -42,6 +45,7 @@ import socket
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -52,13 +56,21 @@ from thresher.loader.pool import wire
 from thresher.loader.pool.remote_errors import rebuild_exception
 from thresher.loader.pool.schedule import DEFAULT_BUFFER_SIZE, Schedule
 from thresher.loader.pool.shm import unpack
-from thresher.loader.pool.worker_main import ERROR, WorkerSpec, run
+from thresher.loader.pool.watchdog import (
+    DEFAULT_WORKER_TIMEOUT_S,
+    START_TIMEOUT_S,
+    ask_for_stack,
+    process_state,
+    stack_pipe,
+    stuck_error,
+)
+from thresher.loader.pool.worker_main import ERROR, READY, WorkerSpec, run
 from thresher.loader.pool.worker_start import context, make_worker_spec, prestart, start_method
 from thresher.loader.profiling.stats import TRANSFER, WAIT_WORKERS, StatsRecorder
 from thresher.loader.read_options import ReadOptions
 
-__all__ = ["DEFAULT_BUFFER_SIZE", "WorkerPoolProducer", "WorkerSpec", "make_worker_spec", "prestart",
-           "start_method"]
+__all__ = ["DEFAULT_BUFFER_SIZE", "DEFAULT_WORKER_TIMEOUT_S", "WorkerPoolProducer", "WorkerSpec", "make_worker_spec",
+           "prestart", "start_method"]
 
 _POLL_S = 1.0  # how often a blocked wait wakes up (worker deaths wake it at once anyway)
 _GRACE_S = 0.05  # idle workers exit on their own this fast once their socket closes
@@ -81,10 +93,15 @@ def _exit_reason(code: int | None) -> str:
 
 
 class _Pool:
-    """The worker processes and the main process's ends of their sockets."""
+    """The worker processes and the main process's ends of their sockets and stack pipes.
+
+    ``timeout_s``: seconds a chunk may stay a worker's current work (None: no limit);
+    ``keys(start, stop)``: the first record keys of positions [start, stop), for the errors.
+    """
 
     def __init__(self, spec: WorkerSpec, count: int, asked: int | None = None,
-                 reads: ReadOptions | None = None) -> None:
+                 reads: ReadOptions | None = None, timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
+                 keys: Callable[[int, int], list[int]] | None = None) -> None:
         why = unimportable_main()
         if why is not None:
             raise WorkerError(f"thresher cannot start worker processes: {why}")
@@ -97,20 +114,28 @@ class _Pool:
         self.procs: list[Any] = []
         self.pids: list[int] = []
         self.given: list[deque[tuple[int, int, int]]] = [deque() for _ in range(count)]  # not yet taken back
+        self.given_at: list[deque[float]] = [deque() for _ in range(count)]  # when each was handed out
+        self.taken_at = [0.0] * count  # when worker w's last result was taken back
+        self.ready_at: list[float | None] = [None] * count  # when worker w said it loaded the pipeline
+        self.stacks: list[Connection] = []
+        self.timeout_s, self.keys = timeout_s, keys
         self.closed = False
         self.owner = os.getpid()
         try:
             for w in range(count):
                 parent, child = ctx.Pipe(duplex=True)  # a socket pair: it can carry descriptors
                 self.conns.append(parent)
+                stacks, stack_writer = stack_pipe(ctx)
+                self.stacks.append(stacks)
                 try:
-                    proc = ctx.Process(target=run, args=(w, spec, child, reads), name=f"thresher-worker-{w}",
-                                       daemon=True)
+                    proc = ctx.Process(target=run, args=(w, spec, child, reads, stack_writer),
+                                       name=f"thresher-worker-{w}", daemon=True)
                     proc.start()
                     self.procs.append(proc)
                     self.pids.append(proc.pid)
                 finally:
                     child.close()
+                    stack_writer.close()
                 self.socks.append(socket.socket(fileno=os.dup(parent.fileno())))
         except BaseException:
             self.shutdown()
@@ -124,6 +149,7 @@ class _Pool:
 
     def send(self, w: int, task: tuple[int, int, int]) -> None:
         self.given[w].append(task)
+        self.given_at[w].append(time.monotonic())
         with contextlib.suppress(OSError):  # the worker is gone; receive() reports it
             self.conns[w].send(task)
 
@@ -168,23 +194,19 @@ class _Pool:
         Returns the chunk, the worker's stage end times, the time (monotonic ns) the
         message was there to read, and its size in bytes (pickle and shared memory).
         """
-        conn = self.conns[w]
-        if not conn.poll(0):
-            sentinels = {p.sentinel: i for i, p in enumerate(self.procs)}
-            waitables: list[Any] = [conn, *sentinels]
-            while True:
-                ready = wait(waitables, timeout=_POLL_S)
-                dead = [sentinels[s] for s in ready if s in sentinels]
-                if dead:
-                    raise self._died(dead[0], bounds)
-                if ready:
-                    break
-        there = time.monotonic_ns()
-        try:
-            header, meta, fds = wire.receive(self.socks[w])
-        except (EOFError, OSError):
-            raise self._died(w, bounds) from None
+        while True:
+            self._wait(w, bounds)
+            there = time.monotonic_ns()
+            try:
+                header, meta, fds = wire.receive(self.socks[w])
+            except (EOFError, OSError):
+                raise self._died(w, bounds) from None
+            if header[0] != READY:
+                break
+            self.ready_at[w] = time.monotonic()
         self.given[w].popleft()
+        self.given_at[w].popleft()
+        self.taken_at[w] = time.monotonic()
         self.delivered[w] = True
         if header[0] == ERROR:
             for fd in fds:
@@ -203,6 +225,45 @@ class _Pool:
         assert isinstance(chunk, Chunk)
         return chunk, marks, there, len(meta) + sum(sizes)
 
+    def _wait(self, w: int, bounds: tuple[int, int]) -> None:
+        """Waits for worker ``w``'s next message; raises if a worker dies or ``w`` is stuck."""
+        conn = self.conns[w]
+        if conn.poll(0):
+            return
+        sentinels = {p.sentinel: i for i, p in enumerate(self.procs)}
+        waitables: list[Any] = [conn, *sentinels]
+        # The chunk became w's current work when w had started, the chunk was handed out and
+        # w's previous result was taken back, whichever came last (the clock never starts early).
+        ready = self.ready_at[w]
+        since = max(self.given_at[w][0] if self.given_at[w] else time.monotonic(), self.taken_at[w], ready or 0.0)
+        limit = self.timeout_s
+        if limit is not None and ready is None:
+            limit = max(limit, START_TIMEOUT_S)
+        while True:
+            left = None if limit is None else since + limit - time.monotonic()
+            if left is not None and left <= 0:
+                raise self._stuck(w, bounds, time.monotonic() - since)
+            got = wait(waitables, timeout=_POLL_S if left is None else min(_POLL_S, left))
+            dead = [sentinels[s] for s in got if s in sentinels]
+            if dead:
+                raise self._died(dead[0], bounds)
+            if got:
+                return
+
+    def _stuck(self, w: int, bounds: tuple[int, int], stuck_s: float) -> WorkerError:
+        """The error for worker ``w``, alive but without the chunk ``bounds`` for ``stuck_s`` seconds."""
+        assert self.timeout_s is not None
+        pid = self.pids[w]
+        stack = ask_for_stack(pid, self.stacks[w])
+        keys = None
+        if self.keys is not None:
+            with contextlib.suppress(Exception):  # the error is about the worker: never hide it
+                keys = self.keys(*bounds)
+        others = [f"worker {i} (pid {p}) is stuck too: /proc/{p}: {state}" for i, p in enumerate(self.pids)
+                  if i != w and (state := process_state(p)).startswith(("State: T", "State: t", "State: D"))]
+        return stuck_error(self.where(w), w, pid, bounds, keys, stuck_s, self.timeout_s, stack, others,
+                           starting=self.ready_at[w] is None)
+
     def shutdown(self) -> None:
         """Stops every worker (idempotent, bounded: about a second at most)."""
         if self.closed:
@@ -210,6 +271,8 @@ class _Pool:
         self.closed = True
         for s in self.socks:
             s.close()
+        for r in self.stacks:
+            r.close()
         for c in self.conns:
             c.close()  # idle workers see the end of their socket and exit
         if os.getpid() != self.owner:
@@ -218,8 +281,9 @@ class _Pool:
         for p in self.procs:
             p.join(max(0.0, deadline - time.monotonic()))
         for p in self.procs:
-            if p.exitcode is None:
-                p.terminate()
+            if p.exitcode is None:  # a stopped worker (SIGSTOP) would not see SIGTERM until continued
+                stopped = process_state(p.pid).startswith(("State: T", "State: t"))
+                p.kill() if stopped else p.terminate()
         deadline = time.monotonic() + _TERM_S
         for p in self.procs:
             p.join(max(0.0, deadline - time.monotonic()))
@@ -246,6 +310,9 @@ class WorkerPoolProducer(Schedule):
         memory_budget: bytes the read-ahead may use when ``buffer_size`` is None
             (default: ``autotune.memory_budget()``).
         reads: each worker's reads in flight (``num_threads`` resolved; None: inline).
+        timeout_s: seconds a chunk may stay a worker's current work before a
+            WorkerStuckError (None: wait forever; see watchdog).
+        keys: the first record keys of positions [start, stop) (named by that error).
 
     Example:
         >>> import thresher as th
@@ -259,7 +326,8 @@ class WorkerPoolProducer(Schedule):
     def __init__(self, spec: WorkerSpec, start: int, stop: int | None, chunk_size: int,
                  worker_count: int, buffer_size: int | None = DEFAULT_BUFFER_SIZE,
                  stats: StatsRecorder | None = None, memory_budget: int | None = None,
-                 reads: ReadOptions | None = None) -> None:
+                 reads: ReadOptions | None = None, timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
+                 keys: Callable[[int, int], list[int]] | None = None) -> None:
         super().__init__(start, stop, chunk_size, worker_count, buffer_size, memory_budget)
         self._spec = spec
         self._index = 0  # the next chunk to take back
@@ -269,7 +337,7 @@ class WorkerPoolProducer(Schedule):
         self._finalizer: weakref.finalize | None = None
         if self.count == 0:
             return
-        pool = self._pool = _Pool(spec, self.count, worker_count, reads)
+        pool = self._pool = _Pool(spec, self.count, worker_count, reads, timeout_s, keys)
         # The finalizer holds the pool, never the producer: dropping the iterator stops the workers.
         self._finalizer = weakref.finalize(self, pool.shutdown)
         self._hand_out()
