@@ -16,6 +16,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 import thresher as th
 import thresher.beam  # noqa: F401 - makes th.beam available
+from tests.helpers import dir_files
 from thresher import features as F
 from thresher.sources.prepared.layout import is_temp_dir
 
@@ -26,14 +27,6 @@ PER_SHARD = 40
 
 def _example(i: int) -> tuple[int, dict]:
     return i, {"x": i, "pad": np.full(i % 5, i % 256, np.uint8)}
-
-
-def _files(path: str) -> dict[str, bytes]:
-    out = {}
-    for name in sorted(os.listdir(path)):
-        with open(os.path.join(path, name), "rb") as f:
-            out[name] = f.read()
-    return out
 
 
 def _held(path: str, n: int, shuffle: bool) -> tuple[int, int, int]:
@@ -64,7 +57,7 @@ def test_a_shard_writer_holds_one_shard_at_every_dataset_size(tmp_path) -> None:
     assert PER_SHARD <= held_big <= PER_SHARD + 4
     th.prepare(str(tmp_path / "one"), {"train": [_example(i) for i in range(big)]}, features=FEATS,
                num_shards=big // PER_SHARD, keyed=True, progress=False, name="m")
-    assert _files(str(tmp_path / "big")) == _files(str(tmp_path / "one"))
+    assert dir_files(str(tmp_path / "big")) == dir_files(str(tmp_path / "one"))
 
 
 def test_keys_in_their_own_order_are_cut_at_quantiles_not_into_one_bucket(tmp_path) -> None:
@@ -83,6 +76,6 @@ def test_prepare_on_beam_streams_a_generator_and_cleans_up(tmp_path) -> None:
     assert info.splits["train"].shard_lengths == (PER_SHARD,) * 3
     th.prepare(str(tmp_path / "one"), {"train": (_example(i) for i in range(n))}, features=FEATS,
                num_shards=3, keyed=True, progress=False, name="m")
-    assert _files(str(tmp_path / "beam")) == _files(str(tmp_path / "one"))
+    assert dir_files(str(tmp_path / "beam")) == dir_files(str(tmp_path / "one"))
     assert sorted(os.listdir(tmp_path)) == ["beam", "one"]  # the spool files are gone
     assert not any(is_temp_dir(d) for d in os.listdir(tmp_path))
