@@ -71,7 +71,7 @@ from thresher.sources.prepared.writer import (
     temp_dir,
 )
 
-__all__ = ["WriteDataset", "prepare_on_beam"]
+__all__ = ["METRICS", "WriteDataset", "prepare_on_beam"]
 
 _WORKER_ERROR = re.compile(r"thresher\.errors\.(\w+): (.*?)(?: \[while running [^\]]*\])?$",
                            re.MULTILINE)
