@@ -110,3 +110,12 @@ def run_fresh(spec: dict[str, Any], state: dict[str, Any] | None, limit: int,
     if proc.returncode != 0:
         raise AssertionError(f"fresh process failed:\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def dir_files(path: str) -> dict[str, bytes]:
+    """Every file of a directory, by name: two prepared directories are equal byte for byte."""
+    out = {}
+    for name in sorted(os.listdir(path)):
+        with open(os.path.join(path, name), "rb") as f:
+            out[name] = f.read()
+    return out

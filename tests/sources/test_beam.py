@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import thresher as th
 import thresher.beam  # noqa: F401 - makes th.beam available
+from tests.helpers import dir_files
 from thresher import features as F
 from thresher.sources.prepared.layout import is_temp_dir
 
@@ -29,14 +30,6 @@ _FEATURES = {
     "label": (F.ClassLabel(num_classes=3), lambda i, r: i % 3),
     "image": (F.Image((2, 3, 1), encoding="none"), lambda i, r: r.integers(0, 255, (2, 3, 1), dtype=np.uint8)),
 }
-
-
-def _files(path: str) -> dict[str, bytes]:
-    out = {}
-    for name in sorted(os.listdir(path)):
-        with open(os.path.join(path, name), "rb") as f:
-            out[name] = f.read()
-    return out
 
 
 def _examples(names: list[str], n: int, seed: int, str_keys: bool) -> list[tuple[object, dict]]:
@@ -60,7 +53,7 @@ def test_beam_writes_the_bytes_of_one_process_prepare(tmp_path_factory, names, n
     arrival = data.draw(st.permutations(train))  # Beam sees another order: the bytes must not change
     th.prepare(os.path.join(tmp, "beam"), {"train": arrival, "test": test}, beam_runner="DirectRunner",
                beam_options=MP, **common)
-    assert _files(os.path.join(tmp, "beam")) == _files(os.path.join(tmp, "one"))
+    assert dir_files(os.path.join(tmp, "beam")) == dir_files(os.path.join(tmp, "one"))
     assert [d for d in os.listdir(tmp) if is_temp_dir(d)] == []
 
 
@@ -88,7 +81,7 @@ def test_a_user_pipeline_writes_a_dataset_that_reads_back_with_split_strings(tmp
     # the same examples through one-process prepare give the same files
     th.prepare(str(tmp_path / "one"), {"train": [make(i) for i in range(60)], "test": [make(i) for i in range(60, 75)]},
                features=feats, num_shards={"train": 4}, keyed=True, progress=False, name="mnistish")
-    assert _files(path) == _files(str(tmp_path / "one"))
+    assert dir_files(path) == dir_files(str(tmp_path / "one"))
 
 
 def _no_dataset_under(root: str) -> None:
@@ -128,7 +121,7 @@ def test_one_process_keyed_prepare_orders_by_key(tmp_path) -> None:
     assert [int(e["x"]) for e in th.data_source(str(tmp_path / "a"), split="train")] == [-3, 0, 5, 7, 12]
     th.prepare(str(tmp_path / "b"), {"train": pairs[::-1]}, features=feats, keyed=True, progress=False, name="x")
     th.prepare(str(tmp_path / "c"), {"train": pairs}, features=feats, keyed=True, progress=False, name="x")
-    assert _files(str(tmp_path / "b")) == _files(str(tmp_path / "c"))  # arrival order does not matter
+    assert dir_files(str(tmp_path / "b")) == dir_files(str(tmp_path / "c"))  # arrival order does not matter
     with pytest.raises(th.errors.ConfigError, match="same key 5"):
         th.prepare(str(tmp_path / "d"), {"train": pairs + [(5, {"x": 1})]}, features=feats, keyed=True,
                    progress=False)
