@@ -198,3 +198,17 @@ def test_worker_timeout_s_must_be_a_positive_number_or_none(bad: Any) -> None:
 def test_the_default_watchdog_is_generous() -> None:
     loader = th.DataLoader(th.sources.RangeDataSource(0, 4), th.IndexSampler(4), [np.int64])
     assert loader.worker_timeout_s == 300.0
+
+
+def test_dataset_prefetch_takes_the_watchdog_limit() -> None:
+    ds = th.Dataset.range(N).map(hang_on_13).batch(8).prefetch(worker_count=2, worker_timeout_s=1.5)
+    assert "worker_timeout_s=1.5" in ds.nodes[-1].describe()
+    started = time.monotonic()
+    with pytest.raises(WorkerStuckError) as info:
+        for _ in ds:
+            pass
+    assert time.monotonic() - started < 1.5 + 8.0
+    assert info.value.stack is not None and "in hang_on_13" in info.value.stack
+    assert _workers() == []
+    with pytest.raises(ConfigError, match="worker_timeout_s"):
+        th.Dataset.range(4).prefetch(worker_count=2, worker_timeout_s=0)

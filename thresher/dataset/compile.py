@@ -55,6 +55,7 @@ from thresher.dataset.views import SliceView, StageView, not_hole
 from thresher.errors import ConfigError
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.data_loader import DataLoader
+from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S
 from thresher.loader.state import stream_identity
 from thresher.randomness.seeds import DOMAIN_OPERATION, derive_seed
 from thresher.samplers.index_sampler import IndexSampler
@@ -88,10 +89,11 @@ class CompiledLoader(DataLoader):
 
     def __init__(self, source: Any, sampler: IndexSampler, operations: Sequence[Any], *, chain_digest: str,
                  worker_count: int = 0, buffer: int | None = None, chunk_size: int | None = None,
-                 worker_mode: str = "process") -> None:
+                 worker_mode: str = "process", worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S) -> None:
         super().__init__(source, sampler, operations, worker_count=worker_count, chunk_size=chunk_size,
                          worker_buffer_size=2 if buffer is None else buffer,
-                         worker_mode="thread" if worker_mode == "thread" else "process")
+                         worker_mode="thread" if worker_mode == "thread" else "process",
+                         worker_timeout_s=worker_timeout_s)
         self.chain_digest = chain_digest
 
     @cached_property
@@ -177,11 +179,12 @@ class Compiled:
 class _Context:
     def __init__(self, *, salt: int, prefix_digest: Callable[[int], str] | None, worker_count: int,
                  buffer: int | None, mix_segment: tuple[int, list[int]] | None = None,
-                 worker_mode: str = "process") -> None:
+                 worker_mode: str = "process", worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S) -> None:
         self.salt = salt
         self.prefix_digest = prefix_digest
         self.worker_count = worker_count
         self.worker_mode = worker_mode
+        self.worker_timeout_s = worker_timeout_s
         self.buffer = buffer
         self.mix_segment = mix_segment
         self.stages: list[str] = []
@@ -240,7 +243,8 @@ def component_view(dataset: Any, ctx: _Context, index: int, what: str) -> tuple[
         if isinstance(n, N.Shard):
             raise ConfigError(f"{what} component {index} has a shard(): shard the {what} instead")
     sub = _Context(salt=derive_seed(ctx.salt, index, 0x434F4D50), prefix_digest=dataset.prefix_digest,
-                   worker_count=ctx.worker_count, buffer=ctx.buffer, worker_mode=ctx.worker_mode)
+                   worker_count=ctx.worker_count, buffer=ctx.buffer, worker_mode=ctx.worker_mode,
+                   worker_timeout_s=ctx.worker_timeout_s)
     stage, _, front, _ = _build(nodes, sub)
     if front is not None:
         raise ConfigError(f"{what} component {index} is packed; pack the {what} instead")
@@ -376,7 +380,8 @@ def _cache(stage: _Stage, node: N.Cache, ctx: _Context) -> _Stage:
         source, sampler = stage.engine(_cache_part(stage, *process))
         ctx.reseeded = ctx.reseeded or isinstance(source, RepeatView)
         loader = DataLoader(source, sampler, stage.operations(), worker_count=ctx.worker_count,
-                            worker_mode="thread" if ctx.worker_mode == "thread" else "process")
+                            worker_mode="thread" if ctx.worker_mode == "thread" else "process",
+                            worker_timeout_s=ctx.worker_timeout_s)
         with iter(loader) as it:
             yield from it
 
@@ -474,8 +479,9 @@ def compile_chain(nodes: Sequence[N.Node], *, chain_digest: str, prefix_digest: 
     worker_count = prefetch[-1].worker_count if prefetch else 0
     buffer = prefetch[-1].buffer if prefetch else None
     mode = prefetch[-1].worker_mode if prefetch else "process"
+    timeout = prefetch[-1].worker_timeout_s if prefetch else DEFAULT_WORKER_TIMEOUT_S
     ctx = _Context(salt=0, prefix_digest=prefix_digest, worker_count=worker_count, buffer=buffer,
-                   mix_segment=mix_segment, worker_mode=mode)
+                   mix_segment=mix_segment, worker_mode=mode, worker_timeout_s=timeout)
     stage, shard, front, rebatch = _build(nodes, ctx)
     ctx.stages.append(f"stage {len(ctx.stages)}: {_stage_line(stage)}"
                       + (f" -> {front.batch!r}" if front is not None and front.batch is not None else "")
@@ -488,7 +494,7 @@ def compile_chain(nodes: Sequence[N.Node], *, chain_digest: str, prefix_digest: 
         chain_digest = f"{chain_digest}+reseed"
     loader = CompiledLoader(source, sampler, stage.operations(), chain_digest=chain_digest,
                             worker_count=worker_count, buffer=buffer, worker_mode=mode,
-                            chunk_size=_PACK_CHUNK_WINDOWS if front is not None else None)
+                            worker_timeout_s=timeout, chunk_size=_PACK_CHUNK_WINDOWS if front is not None else None)
     in_order = stage.shuffle is None and (stage.epochs == 1 or stage.endless_source)
     mix = stage.source if isinstance(stage.source, MixView) and in_order else None
     endless = stage.endless

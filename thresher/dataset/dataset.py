@@ -46,7 +46,7 @@ from thresher.dataset.rebatch_iterator import RebatchIterator
 from thresher.dataset.views import StageView
 from thresher.errors import ConfigError, ConfigTypeError, RandomAccessError
 from thresher.loader.data_loader import DataLoader
-from thresher.loader.options import LoaderOptions, WorkerMode
+from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S, LoaderOptions, WorkerMode
 from thresher.randomness.seeds import check_seed
 from thresher.samplers.sharding import ShardOptions
 from thresher.sources.in_memory import InMemoryDataSource
@@ -310,10 +310,12 @@ class Dataset:
         options = as_shard_options(options, "Dataset.shard")  # Grain's too
         return self._then(lambda at: N.Shard(at=at, options=options))
 
-    def prefetch(self, worker_count: int = 0, buffer: int = 2, worker_mode: WorkerMode = "process") -> Dataset:
+    def prefetch(self, worker_count: int = 0, buffer: int = 2, worker_mode: WorkerMode = "process",
+                 worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S) -> Dataset:
         """Computes ahead in ``worker_count`` processes (``worker_mode="thread"``: threads),
         ``buffer`` chunks each. It changes speed only, never the elements; it applies to
         the whole pipeline (a mix or interleave component's own prefetch is ignored).
+        ``worker_timeout_s`` is the watchdog's limit, as in ``DataLoader``.
 
         Example:
             >>> import thresher as th
@@ -324,8 +326,9 @@ class Dataset:
         """
         w = _positive_int(worker_count, "prefetch worker_count", 0)
         b = _positive_int(buffer, "prefetch buffer")
-        mode = LoaderOptions(w, worker_mode=worker_mode).worker_mode  # checked: a ConfigError names it
-        return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b, worker_mode=str(mode)))
+        options = LoaderOptions(w, worker_mode=worker_mode, worker_timeout_s=worker_timeout_s)  # checked
+        return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b, worker_mode=str(options.worker_mode),
+                                                worker_timeout_s=options.worker_timeout_s))
 
     def cache(self, path: str | os.PathLike[str] | None = None, *, max_bytes: int | None = None,
               serializer: Any = None, timeout_s: float = 3600.0,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S
 from thresher.samplers.sharding import ShardOptions
 from thresher.transforms.operations import describe
 
@@ -197,9 +198,12 @@ class Prefetch(Node):
     worker_count: int = 0
     buffer: int = 2
     worker_mode: str = "process"
+    worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S
 
     def describe(self) -> str:
         mode = f", worker_mode={self.worker_mode!r}" if self.worker_mode != "process" else ""
+        if self.worker_timeout_s != DEFAULT_WORKER_TIMEOUT_S:
+            mode += f", worker_timeout_s={self.worker_timeout_s!r}"
         return f"prefetch(worker_count={self.worker_count}, buffer={self.buffer}{mode})"
 
 
