@@ -112,6 +112,7 @@ class Engine:
         consumed = state.extensions.consumed
         if consumed is not None and (consumed.merged or state.geometry != self.geometry):
             return self._resume_merged(state, consumed)
+        state = self._finished_shard_as_steps(state)
         position = resume_position(
             state,
             self.stream,
@@ -136,6 +137,24 @@ class Engine:
                 "or comes from another pipeline"
             )
         return position
+
+    def _finished_shard_as_steps(self, state: LoaderState) -> LoaderState:
+        """A state saved at the very end of its shard's finite stream, for another geometry: as the
+        position after the steps that shard made (its last block may be partial, so the position
+        itself is not at a step boundary, but the steps are: the processes stepped together).
+        """
+        saved = state.geometry
+        sampler = self.processor.sampler
+        total = sampler.global_length
+        if (saved == self.geometry or not saved.aligned or saved.shard_count == 1 or total is None
+                or state.slowest is not None):
+            return state
+        b = saved.block_size
+        end = saved.local_length(total, sampler.shard_options.drop_remainder)
+        if state.position != end or end % b == 0:
+            return state
+        steps = end // b if saved.drop_remainder else -(-end // b)  # a dropped or a partial last batch
+        return replace(state, position=steps * b, global_position=None)
 
     def _resume_merged(self, state: LoaderState, consumed: Consumed) -> int:
         """The position of this process in a restart from a state merged by ``merge_states``."""
