@@ -9,7 +9,8 @@
     thresher prepare OUT --split train a.csv --class-label species
     thresher convert TFDS_DIR [--out DIR] [--no-verify] [--quiet]
     thresher demo [ARGS...]
-    thresher explain --pipeline MODULE:FUNCTION --step N [--state STATE.json] [--process-index I] [--json]
+    thresher explain --pipeline MODULE:FUNCTION --step N [--state STATE.json] [--process-index I] [--ledger DIR]
+                     [--json]
     thresher audit LEDGER_DIR [--json]
 
 Example:
@@ -161,7 +162,7 @@ def _demo(argv: Sequence[str]) -> int:
 def _explain(args: argparse.Namespace) -> int:
     from thresher.forensics.cli import run_explain
 
-    return run_explain(args.pipeline, args.step, args.state, args.process_index, args.json)
+    return run_explain(args.pipeline, args.step, args.state, args.process_index, args.json, args.ledger)
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -234,6 +235,9 @@ def _parser() -> argparse.ArgumentParser:
     exp.add_argument("--step", required=True, type=int, help="the step (counted as in the run without skips)")
     exp.add_argument("--state", help="a state saved by the run (its skipped steps are shown)")
     exp.add_argument("--process-index", type=int, help="one process (default: all)")
+    exp.add_argument("--ledger", metavar="DIR",
+                     help="the run's ledger (DataLoader(..., ledger=DIR)): needed when a Filter makes steps "
+                          "depend on the data")
     exp.add_argument("--json", action="store_true", help="print JSON")
 
     aud = sub.add_parser("audit", help="check from the ledgers that every record was delivered exactly once "

@@ -54,13 +54,13 @@ def load_pipeline(spec: str) -> Any:
 
 
 def run_explain(pipeline: str, step: int, state_path: str | None, process_index: int | None,
-                as_json: bool) -> int:
+                as_json: bool, ledger: str | None = None) -> int:
     """Prints the provenance of ``step``; returns the exit status."""
     loader = load_pipeline(pipeline)
     state = None
     if state_path is not None:
         with open(state_path) as f:
             state = json.load(f)
-    result = explain(loader, step, process_index, state=state)
+    result = explain(loader, step, process_index, state=state, ledger=ledger)
     print(json.dumps(result.to_json()) if as_json else result)
     return 0

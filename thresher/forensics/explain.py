@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from thresher.errors import ConfigError, IncompatibleStateError
-from thresher.forensics.steps import StepGeometry, step_geometry
+from thresher.forensics.ledger_steps import check_fingerprint, ledger_steps
+from thresher.forensics.steps import StepGeometry, data_dependent_reason, step_geometry
 from thresher.loader.skips import SkipRanges
 from thresher.loader.state_types import LoaderState
 from thresher.sources.protocol import record_locations
@@ -51,6 +53,8 @@ class StepProvenance:
         random_maps: ``(name, salt)`` of each per-record RandomMap.
         locations: ``(file, index in file)`` of each record, or None if the source cannot tell.
         blocked: bool, the record is in the blocklist (``skip_records``): it is never delivered.
+        delivered: for a step read from a ledger (a pipeline with a Filter), how many of its
+            positions became elements; None when every position is an element.
 
     Example:
         >>> import thresher as th
@@ -71,6 +75,7 @@ class StepProvenance:
     random_maps: tuple[tuple[str, int], ...]
     locations: tuple[tuple[str, int], ...] | None
     blocked: np.ndarray
+    delivered: int | None = None
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -85,12 +90,15 @@ class StepProvenance:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "skipped": self.skipped,
+        return {"step": self.step, "skipped": self.skipped, "delivered": self.delivered,
                 "random_maps": [{"operation": n, "salt": s} for n, s in self.random_maps],
                 "elements": self.records()}
 
     def __str__(self) -> str:
         head = f"step {self.step}{' (skipped: never produced)' if self.skipped else ''}: {len(self)} elements"
+        if self.delivered is not None:
+            head = (f"step {self.step}: {len(self)} positions consumed, {self.delivered} delivered "
+                    "(the others were dropped by a Filter or errors='skip')")
         rows = [head, "process  position  global_position  epoch  record_key  rng_seed            file:index"]
         for d in self.records():
             where = f"{d['file']}:{d['index_in_file']}" if "file" in d else "-"
@@ -122,7 +130,8 @@ def _state_extensions(engine: Any, state: Mapping[str, Any] | LoaderState) -> tu
 
 
 def explain(loader: Any, step: int, process_index: int | None = None, *,
-            state: Mapping[str, Any] | LoaderState | None = None) -> StepProvenance:
+            state: Mapping[str, Any] | LoaderState | None = None,
+            ledger: str | os.PathLike[str] | None = None) -> StepProvenance:
     """Which records make step ``step`` (on every process, or on ``process_index``).
 
     Args:
@@ -131,25 +140,40 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
         step: the step number, counted as in the run without skips (the (step+1)-th batch).
         process_index: one process, or None for all ``shard_count`` processes.
         state: a saved state of the run; its skipped steps and blocked records are shown.
+        ledger: the run's ledger directory (``DataLoader(..., ledger=DIR)``). Needed when the
+            pipeline's steps depend on the data (a Filter before the Batch, ``errors="skip"``):
+            the positions each step consumed are read from it (``delivered`` then says how
+            many of them the Filter let through).
 
-    Raises ConfigError when the pipeline's steps depend on the data (a Filter, or
-    ``errors="skip"``), or when no process has step ``step`` (past the end).
+    Raises ConfigError when the pipeline's steps depend on the data and no ledger is
+    given, or when no process has step ``step`` (past the end).
+
+    Example, a filtered run explained from its ledger:
+        >>> import tempfile, thresher as th
+        >>> d = tempfile.mkdtemp()
+        >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 20), th.IndexSampler(20),
+        ...                        [th.FilterTransform(lambda x: x % 3 != 0), th.Batch(4)], ledger=d)
+        >>> batches = [b.tolist() for b in loader]
+        >>> p = explain(loader, 1, ledger=d)
+        >>> p.record_keys.tolist(), p.delivered, batches[1]
+        ([6, 7, 8, 9, 10, 11], 4, [7, 8, 10, 11])
     """
     processor, skips, blocked = _parts(loader)
     engine = getattr(loader, "engine", None)
     if state is not None:
         more_skips, more_blocked = _state_extensions(engine, state)
         skips, blocked = skips.union(more_skips), blocked.union(more_blocked)
-    geo: StepGeometry = step_geometry(processor)
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
         raise ConfigError(f"step must be an int >= 0, got {step!r}")
     step = int(step)
+    if ledger is not None and data_dependent_reason(processor) is not None:
+        return _from_ledger(processor, engine, step, process_index, ledger, blocked)
+    geo: StepGeometry = step_geometry(processor)
     if (step + 1) * geo.global_batch > _MAX_POSITION:
         raise ConfigError(f"step {step} lies past global position 2**62, the limit of thresher's 64-bit positions")
     procs = range(geo.shard_count) if process_index is None else [int(process_index)]
     if process_index is not None and not 0 <= int(process_index) < geo.shard_count:
         raise ConfigError(f"process_index must be in [0, {geo.shard_count}), got {process_index!r}")
-    sampler = processor.sampler
     pieces: list[tuple[int, np.ndarray, np.ndarray]] = []
     for i in procs:
         span = geo.local_range(step, i)
@@ -159,15 +183,44 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
     if not pieces:
         raise ConfigError(f"step {step} is past the end of the stream: it has {geo.num_steps(procs[0])} steps "
                           f"on process {procs[0]} ({geo.total} global positions, batch size {geo.batch_size})")
+    G = geo.global_batch
+    skipped = bool(skips) and skips.intersects(step * G, (step + 1) * G)
+    return _provenance(processor, step, skipped, pieces, blocked)
+
+
+def _provenance(processor: Any, step: int, skipped: bool, pieces: list[tuple[int, np.ndarray, np.ndarray]],
+                blocked: SkipRanges, delivered: int | None = None) -> StepProvenance:
+    """The provenance of ``pieces``: (process, local positions, global positions) of one step."""
+    sampler = processor.sampler
     procs_col = np.concatenate([np.full(len(p[1]), p[0], dtype=np.int64) for p in pieces])
     local = np.concatenate([p[1] for p in pieces])
     glob = np.concatenate([p[2] for p in pieces])
     keys, epochs = sampler.record_keys(glob)
     seeds = sampler.rng_seeds(glob)
     locs = record_locations(processor.source, keys.tolist())
-    G = geo.global_batch
-    skipped = bool(skips) and skips.intersects(step * G, (step + 1) * G)
     randoms = tuple((op.name, int(op.salt)) for op in processor.plan.record_ops if op.random)
     return StepProvenance(step, skipped, procs_col, local, glob, epochs.astype(np.int64), keys.astype(np.int64),
-                          seeds, randoms, None if locs is None else tuple(locs), blocked.contains(keys))
+                          seeds, randoms, None if locs is None else tuple(locs), blocked.contains(keys), delivered)
+
+
+def _from_ledger(processor: Any, engine: Any, step: int, process_index: int | None,
+                 directory: str | os.PathLike[str], blocked: SkipRanges) -> StepProvenance:
+    """Step ``step`` of a run whose steps depend on the data, from the positions its ledger recorded."""
+    shard_count = processor.sampler.shard_count
+    procs = range(shard_count) if process_index is None else [int(process_index)]
+    if process_index is not None and not 0 <= int(process_index) < shard_count:
+        raise ConfigError(f"process_index must be in [0, {shard_count}), got {process_index!r}")
+    pieces: list[tuple[int, np.ndarray, np.ndarray]] = []
+    delivered = 0
+    for i in procs:
+        steps = ledger_steps(directory, i)
+        check_fingerprint(steps, engine)
+        if step >= len(steps.ranges):
+            raise ConfigError(f"{steps.path} records {len(steps.ranges)} steps of process {i}; step {step} "
+                              "is past them (not reached yet, or past the end of the stream)")
+        r = steps.ranges[step]
+        local = np.arange(r.start, r.stop, dtype=np.int64)
+        pieces.append((i, local, steps.geometry.to_global_array(local)))
+        delivered += r.delivered
+    return _provenance(processor, step, False, pieces, blocked, delivered)
 

@@ -109,8 +109,8 @@ def step_geometry(loader: Any) -> StepGeometry:
     if why is not None:
         raise ConfigError(
             f"the records of a step of this pipeline cannot be computed from the step number: {why}. "
-            "Positions are still exact: use the iterator's state positions, or a pipeline without "
-            f"filters ({list(loader.plan.descriptions)})")
+            "Write a ledger as the run goes (DataLoader(..., ledger=DIR)) and pass it: "
+            f"explain(..., ledger=DIR) or thresher explain --ledger DIR ({list(loader.plan.descriptions)})")
     sampler = loader.sampler
     batch = loader.plan.batch
     return StepGeometry(batch.batch_size if batch is not None else 1,
