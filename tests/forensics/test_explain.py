@@ -118,3 +118,22 @@ def test_explain_json_and_text() -> None:
     assert [e["position"] for e in d["elements"]] == [3, 4, 5]
     assert d["random_maps"][0]["operation"].startswith("RandomMap(")
     assert "step 1: 3 elements" in str(p)
+
+
+def test_explain_takes_a_dataset_or_its_iterator_that_reads_a_source() -> None:
+    ds = th.Dataset.source(list(range(30))).shuffle(seed=3).map(lambda x: x * 1).filter(lambda x: True).batch(5)
+    plain = th.Dataset.range(40).shuffle(seed=1).repeat(2).batch(4)
+    batches = [b.tolist() for b in plain]
+    assert [th.explain(plain, t).record_keys.tolist() for t in range(len(batches))] == batches
+    it = iter(plain)
+    next(it)
+    assert th.explain(it, 3).record_keys.tolist() == batches[3]
+    with pytest.raises(th.errors.ConfigError, match="cannot be computed from the step number"):
+        th.explain(ds, 0)  # a filter: steps depend on the data
+
+
+def test_explain_refuses_datasets_it_cannot_name_records_of() -> None:
+    with pytest.raises(th.errors.ConfigError, match="reads a SliceView"):
+        th.explain(th.Dataset.range(100)[10:50].batch(4), 0)
+    with pytest.raises(th.errors.ConfigError, match="packed or rebatched"):
+        th.explain(th.Dataset.source([[1] * 3] * 10).pack(8).batch(2), 0)

@@ -108,6 +108,26 @@ class StepProvenance:
         return "\n".join(rows)
 
 
+def _as_loader(obj: Any) -> Any:
+    """A Dataset or its iterator as the DataLoader its chain compiles to; anything else as it is."""
+    compiled = getattr(obj, "compiled", None)  # a DatasetIterator
+    if compiled is None and callable(getattr(obj, "compile", None)) and hasattr(obj, "nodes"):  # a Dataset
+        compiled = obj.compile()
+    if compiled is None:
+        return obj
+    if compiled.front is not None or compiled.rebatch is not None:
+        raise ConfigError("explain follows a Dataset up to its batch; this one is packed or rebatched after "
+                          f"it, so its steps are not the engine's ({' | '.join(compiled.stages)})")
+    source = compiled.loader.engine.processor.source
+    if type(source).__module__.startswith("thresher.dataset"):
+        raise ConfigError(
+            f"this Dataset's last stage reads a {type(source).__name__} (a slice, mixture, interleave, repeat "
+            "or cache of other datasets), whose keys are positions in that view, not records of a source; "
+            "explain names records of Datasets that read a source directly (source -> shuffle/map/filter "
+            "-> batch), or of a DataLoader")
+    return compiled.loader
+
+
 def _parts(obj: Any) -> tuple[Any, SkipRanges, SkipRanges]:
     """(processor, skips, blocked records) of a DataLoader, a DataLoaderIterator or a ChunkProcessor."""
     engine = getattr(obj, "engine", None)
@@ -136,7 +156,8 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
 
     Args:
         loader: a DataLoader (any process's: all share the global stream) or its iterator
-            (whose skipped steps are then shown).
+            (whose skipped steps are then shown); or a Dataset (or its iterator) whose last
+            stage reads a source directly and that is not packed.
         step: the step number, counted as in the run without skips (the (step+1)-th batch).
         process_index: one process, or None for all ``shard_count`` processes.
         state: a saved state of the run; its skipped steps and blocked records are shown.
@@ -158,6 +179,7 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
         >>> p.record_keys.tolist(), p.delivered, batches[1]
         ([6, 7, 8, 9, 10, 11], 4, [7, 8, 10, 11])
     """
+    loader = _as_loader(loader)
     processor, skips, blocked = _parts(loader)
     engine = getattr(loader, "engine", None)
     if state is not None:
