@@ -18,11 +18,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import glob
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from thresher.errors import DatasetInfoError
+from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.protocol import check_key, check_keys
 
 __all__ = ["ShardedRecords"]
@@ -40,6 +43,20 @@ class ShardedRecords:
 
     def _global(self, keys: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def _open_shards(self, files: Sequence[str], lengths: Sequence[int], storage_options: Any,
+                     read_options: Any, mismatch: Callable[[str, int, int], str]) -> None:
+        """Sets ``_reader`` over ``files`` (None when there are none) and checks each file holds
+        the number of records its info says; DatasetInfoError(``mismatch(path, want, got)``) if not.
+        """
+        self._reader = None
+        if not files:
+            return
+        self._reader = ArrayRecordSource([glob.escape(p) for p in files], storage_options=storage_options,
+                                         read_options=read_options)
+        for path, want, got in zip(files, lengths, self._reader.file_lengths, strict=True):
+            if want != got:
+                raise DatasetInfoError(mismatch(path, want, got))
 
     def raw(self, record_key: int) -> bytes:
         """The undecoded record bytes of ``record_key`` (a TFDS split: a serialized Example)."""

@@ -12,16 +12,14 @@ as paths and ranges; files are reopened in the process that reads.
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 
-from thresher.errors import CorruptSourceError, DatasetInfoError, SourceNotFoundError
+from thresher.errors import CorruptSourceError, SourceNotFoundError
 from thresher.features import RecordCodec
-from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.prepared.info import DatasetInfo
 from thresher.sources.protocol import check_key, check_keys
 from thresher.sources.remote.fs import is_url, join
@@ -69,17 +67,10 @@ class PreparedSource(ShardedRecords):
                 f"prepared dataset {info.data_dir!r} is incomplete: {len(missing)} shard "
                 f"file(s) listed in dataset_info.json are missing, e.g. "
                 f"{os.path.basename(missing[0])!r}. Re-create the dataset")
-        self._reader: ArrayRecordSource | None = None
-        if files:
-            self._reader = ArrayRecordSource([glob.escape(p) for p in files],
-                                             storage_options=storage_options,
-                                             read_options=read_options)
-            for path, want, got in zip(files, expected, self._reader.file_lengths, strict=False):
-                if want != got:
-                    raise DatasetInfoError(
-                        f"shard {os.path.basename(path)!r} of {info.data_dir!r} has {got} "
-                        f"records but dataset_info.json says {want}: the file and the info do "
-                        "not belong together (re-create the dataset)")
+        self._open_shards(files, expected, storage_options, read_options, lambda path, want, got: (
+            f"shard {os.path.basename(path)!r} of {info.data_dir!r} has {got} "
+            f"records but dataset_info.json says {want}: the file and the info do "
+            "not belong together (re-create the dataset)"))
         file_starts = np.concatenate([[0], np.cumsum(expected, dtype=np.int64)])
         bases: list[int] = []
         takes: list[int] = []

@@ -8,15 +8,13 @@ record ``tfds.data_source`` returns at ``k``; records decode to the values it re
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 
-from thresher.errors import CorruptSourceError, DatasetInfoError, SourceNotFoundError
-from thresher.sources.array_record import ArrayRecordSource
+from thresher.errors import CorruptSourceError, SourceNotFoundError
 from thresher.sources.protocol import check_key, check_keys
 from thresher.sources.remote.fs import is_url, join
 from thresher.sources.remote.reader import RemoteReadOptions
@@ -81,16 +79,9 @@ class TfdsSource(ShardedRecords):
                 f"(one of {len(missing)} missing) is listed in dataset_info.json but does not "
                 "exist; the download or copy is incomplete. Copy or regenerate the dataset")
         self._paths = files
-        self._reader: ArrayRecordSource | None = None
-        if files:
-            self._reader = ArrayRecordSource([glob.escape(p) for p in files],
-                                             storage_options=storage_options,
-                                             read_options=read_options)
-            for path, want, got in zip(files, lengths, self._reader.file_lengths, strict=False):
-                if want != got:
-                    raise DatasetInfoError(
-                        f"shard {path!r} has {got} records but dataset_info.json says {want}: "
-                        "the shard is truncated or belongs to another dataset")
+        self._open_shards(files, lengths, storage_options, read_options, lambda path, want, got: (
+            f"shard {path!r} has {got} records but dataset_info.json says {want}: "
+            "the shard is truncated or belongs to another dataset"))
         self._bases = np.asarray(bases, dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(takes, dtype=np.int64)])
         self._len = int(self._starts[-1])
