@@ -6,7 +6,7 @@ package cannot be imported.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 
@@ -15,8 +15,6 @@ import pytest
 from benchmarks import cases, child, datasets, report, run
 from benchmarks.runner import left_behind, run_case, shm_left, shm_names
 
-HAVE = {name: importlib.util.find_spec(mod) is not None
-        for name, mod in (("grain", "grain"), ("torch", "torch"))}
 MODULES = {"thresher": "thresher_loader", "bare": "bare_loader", "grain": "grain_loader", "torch": "torch_loader"}
 
 
@@ -32,8 +30,6 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 
 
 def _module(family: str):  # type: ignore[no-untyped-def]
-    if family in HAVE and not HAVE[family]:
-        pytest.skip(f"{family} is not installed")
     return importlib.import_module(f"benchmarks.loaders.{MODULES[family]}")
 
 

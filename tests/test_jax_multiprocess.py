@@ -9,7 +9,6 @@ Every process is started in its own process group and the groups are SIGKILLed i
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -27,8 +26,8 @@ import thresher as th
 from tests.helpers import REPO, make_records
 from tests.jax_multiprocess_main import build_loader
 
-pytest.importorskip("jax")
-pytest.importorskip("orbax.checkpoint")
+import jax  # noqa: E402,F401  (the test extra has these: a missing one fails)
+import orbax.checkpoint  # noqa: E402,F401
 
 NUM_RECORDS = 200
 GLOBAL_BATCH = 16
@@ -36,10 +35,7 @@ STEPS = 25  # two epochs of 200 records in global batches of 16 (drop_remainder)
 RUN_TIMEOUT_S = 150
 
 
-# worker_count=2 needs thresher.loader.pool.workers, built on another branch: skipped until it exists.
-WORKER_COUNTS = [0, pytest.param(2, id="workers2", marks=pytest.mark.skipif(
-    importlib.util.find_spec("thresher.loader.pool.workers") is None,
-    reason="thresher.loader.pool.workers does not exist yet"))]
+WORKER_COUNTS = [0, pytest.param(2, id="workers2")]
 
 
 def _free_port() -> int:
@@ -289,7 +285,6 @@ def test_filter_before_batch_restores_on_other_process_count_exactly_once(
 @pytest.mark.parametrize("n", [2, 4])
 def test_split_for_jax_process_gives_each_process_its_contiguous_part(
         dataset: str, jobs: list[Job], tmp_path: Any, n: int) -> None:
-    pytest.importorskip("thresher.splits")  # built on another branch
     records = 103
     path = str(tmp_path / "prepared")
     th.prepare(path, {"train": [{"n": i} for i in range(records)]},  # type: ignore[attr-defined]

@@ -12,8 +12,8 @@ import pytest
 import thresher as th
 from thresher.errors import GeometryError, InvalidStateError
 
-ocp = pytest.importorskip("orbax.checkpoint")
-jax = pytest.importorskip("jax")
+import jax  # noqa: E402
+import orbax.checkpoint as ocp  # noqa: E402
 
 from thresher.jax import CheckpointHandler, CheckpointRestore, CheckpointSave, global_batches
 from thresher.jax.state_files import restore_from_states, state_filename

@@ -10,7 +10,7 @@ import pytest
 import thresher as th
 from thresher.errors import BatchError
 
-jax = pytest.importorskip("jax")
+import jax  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec
 
 from thresher.jax import global_batches, make_global_batch

@@ -152,7 +152,7 @@ def test_columnar_input_and_data_loader(tmp_path):
 def test_torch_data_loader(tmp_path):
     # Raw tensors decode to read-only views; torch warns once about that, and its
     # collate copies them into the batch anyway.
-    torch = pytest.importorskip("torch")
+    import torch
     ds = th.data_source(make(tmp_path))
     batches = list(torch.utils.data.DataLoader(ds["train"], batch_size=8, shuffle=False))
     assert [b["image"].shape for b in batches] == [torch.Size([8, 4, 4, 1])] * 5
