@@ -12,16 +12,19 @@ dataset size: per-worker memory should then not depend on the dataset's size.
 
 Modes:
 - ``prepare``: one process, ``keyed=True``;
-- ``beam``: ``thresher.beam.WriteDataset`` on the DirectRunner, 2 worker processes
-  (``direct_running_mode="multi_processing"``);
-- ``beam-si``: the same on Beam's FnApiRunner (what the DirectRunner runs) with
+- ``files``: ``thresher.beam.WriteDataset`` (``exchange="files"``, the default: records go
+  through spill files, the runner's shuffle carries byte ranges) on the DirectRunner, 2
+  worker processes (``direct_running_mode="multi_processing"``);
+- ``runner``: the same with ``exchange="runner"`` (records go through the runner's GroupByKey);
+- ``runner-si``: ``exchange="runner"`` on Beam's FnApiRunner (what the DirectRunner runs) with
   ``use_state_iterables=True``: grouped values reach workers in pages over the state API,
   as on Dataflow, Flink and Spark, instead of each worker's whole share of a GroupByKey as
   one message;
 - ``gbk``: the DirectRunner grouping the same pixels into the same number of shards with no
   thresher code (what the runner itself costs).
 
-Output: records/s, the launcher's and the largest worker's peak RSS (MiB), thresher's own
+Output: records/s, the launcher's (the DirectRunner's controller: it runs in the launching
+process and holds every shuffle) and the largest SDK worker's peak RSS (MiB), thresher's own
 ``held_records`` metric (the most records one WriteShard call held), medians over the
 repeats, and records/s as a ratio to ``prepare`` for the same size.
 """
@@ -80,12 +83,12 @@ def child(mode: str, n: int, out: str, per_shard: int) -> dict[str, Any]:
     import thresher.beam
 
     opts = PipelineOptions(flags=[], direct_num_workers=2, direct_running_mode="multi_processing")
-    p = beam.Pipeline(FnApiRunner(use_state_iterables=True) if mode == "beam-si" else "DirectRunner",
+    p = beam.Pipeline(FnApiRunner(use_state_iterables=True) if mode == "runner-si" else "DirectRunner",
                       options=opts)
     examples = p | beam.Create(range(-(-n // CHUNK))) | beam.FlatMap(_chunk, n)
-    if mode in ("beam", "beam-si"):
-        _ = examples | th.beam.WriteDataset(out, features=_features(), num_shards=shards,
-                                           name="mnistlike")
+    if mode in ("files", "runner", "runner-si"):
+        _ = examples | th.beam.WriteDataset(out, features=_features(), num_shards=shards, name="mnistlike",
+                                           exchange="files" if mode == "files" else "runner")
     else:  # "gbk": the runner alone: the same pixels grouped into the same shards, no thresher
         _ = (examples | beam.Map(lambda kv: (kv[0] % shards, kv[1]["image"].tobytes()))
              | beam.GroupByKey() | beam.MapTuple(lambda k, v: sum(len(x) for x in v)))
@@ -169,7 +172,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="50000,100000,200000")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--records-per-shard", type=int, default=RECORDS_PER_SHARD)
-    ap.add_argument("--modes", default="prepare,beam,beam-si,gbk")
+    ap.add_argument("--modes", default="prepare,files,runner")
     ap.add_argument("--child", nargs=4, metavar=("MODE", "N", "OUT", "PER_SHARD"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -187,10 +190,10 @@ def main() -> None:
             row.update(mode=mode, n=n, runs=[r["all_workers_mib"] for r in rs])
             rows.append(row)
             print(json.dumps(row), flush=True)
-    print(f"\n{'size':>8} {'mode':>8} {'records/s':>10} {'main MiB':>9} {'worker MiB':>11} {'held':>6} {'ratio':>6}")
+    print(f"\n{'size':>8} {'mode':>9} {'records/s':>10} {'main MiB':>9} {'worker MiB':>11} {'held':>6} {'ratio':>6}")
     for r in rows:
         base = next((x for x in rows if x["n"] == r["n"] and x["mode"] == "prepare"), r)
-        print(f"{r['n']:>8} {r['mode']:>8} {r['records_per_s']:>10.0f} {r['main_mib']:>9.0f} "
+        print(f"{r['n']:>8} {r['mode']:>9} {r['records_per_s']:>10.0f} {r['main_mib']:>9.0f} "
               f"{r['worker_mib']:>11.0f} {r['held_records']:>6.0f} {r['records_per_s'] / base['records_per_s']:>6.2f}")
 
 

@@ -8,22 +8,27 @@ split, as TFDS's ``_generate_examples`` yields them) fix the order of the record
 (``thresher.sources.prepared.keys``), so the output is the same for every runner, worker
 count and arrival order, and equal to ``prepare(..., keyed=True)`` in one process.
 
-The pipeline, per split (nothing ever holds a whole split; one shuffle of the records)::
+The pipeline, per split (nothing ever holds a whole split; records are exchanged once)::
 
     Encode     (key, example) -> (sort key, record)               one example at a time
     Bucket     bucket of the sort key (``sources.prepared.plan``)  one record at a time
     Plan       records and bytes per bucket (a side input)        65,536 counters
-    Route      to the shard(s) the record's bucket overlaps       one record at a time
-    WriteShard group by shard, sort, write its ArrayRecord file    one shard (+ edge buckets)
+    Exchange   each record to the shard(s) its bucket overlaps
+    WriteShard sort one shard, write its ArrayRecord file          one shard (+ edge buckets)
     Commit     dataset_info.json last, then one rename             once, at the end
 
-With ``shuffle=False`` the buckets are cut at approximate quantiles of the sort keys (one
-more pass over the keys, 4,097 of them kept). ``WriteShard`` reports what it held as Beam
-metrics (namespace ``thresher.beam``: ``held_records``, ``held_bytes``, ``shard_records``).
+The exchange goes through spill files by default (``exchange="files"``,
+``thresher._beam_files``: encoders write sorted runs, the runner's shuffle carries only
+byte ranges of them) or through the runner's shuffle (``exchange="runner"``: a GroupByKey
+of the records). With ``shuffle=False`` the buckets are cut at approximate quantiles of the
+sort keys (one more pass over the keys, 4,097 of them kept). ``WriteShard`` reports what
+it held as Beam metrics (namespace ``thresher.beam``: ``held_records``, ``held_bytes``,
+``shard_records``).
 
 Files are written into a hidden temporary directory beside the target, which readers
 refuse; the final rename makes the dataset appear whole or not at all. A pipeline that
-fails leaves at most that temporary directory (``prepare`` removes it). The target must be
+fails leaves at most that temporary directory, with its spill files (``prepare`` removes
+it); a successful one removes the spill files before the commit. The target must be
 on a filesystem that every worker and the launching process see.
 
 Example:
@@ -48,21 +53,20 @@ import shutil
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 try:
     import apache_beam as beam
 except ImportError as e:  # pragma: no cover - the extra is part of the test environment
     raise ImportError("thresher.beam needs Apache Beam: pip install 'thresher[beam]'") from e
 
 from thresher import errors
+from thresher._beam_files import through_files
+from thresher._beam_shards import METRICS, Count, Encoder, WriteShard, split_info
+from thresher._validate import check_int
 from thresher.errors import ConfigError, ThresherError
-from thresher.features import RecordCodec
-from thresher.sources.array_record_writer import ArrayRecordWriter
 from thresher.sources.prepared.info import DatasetInfo, SplitInfo
-from thresher.sources.prepared.keys import key_bytes, sort_key
-from thresher.sources.prepared.layout import PathLike, shard_filename
-from thresher.sources.prepared.plan import EDGES, NUM_BUCKETS, Plan, Routed, edge_bucket, hash_bucket
+from thresher.sources.prepared.layout import PathLike
+from thresher.sources.prepared.plan import EDGES, Plan, Routed, edge_bucket, hash_bucket
+from thresher.sources.prepared.spill import RUN_BYTES, remove_tree
 from thresher.sources.prepared.writer import (
     PrepareArgs,
     check_prepare_args,
@@ -70,26 +74,20 @@ from thresher.sources.prepared.writer import (
     shuffle_key,
     temp_dir,
 )
+from thresher.sources.remote.fs import join
 
-__all__ = ["METRICS", "WriteDataset", "prepare_on_beam"]
+__all__ = ["EXCHANGES", "METRICS", "WriteDataset", "prepare_on_beam"]
 
 _WORKER_ERROR = re.compile(r"thresher\.errors\.(\w+): (.*?)(?: \[while running [^\]]*\])?$",
                            re.MULTILINE)
-METRICS = "thresher.beam"  # namespace of the metrics that WriteShard reports (see _WriteShard)
 
 
 class _Encode(beam.DoFn):
-    def __init__(self, codec: RecordCodec, split: str, shuffle: bool) -> None:
-        self.codec, self.split, self.shuffle = codec, split, shuffle
-        self.key = shuffle_key(split)
+    def __init__(self, encode: Encoder) -> None:
+        self.encode = encode
 
     def process(self, pair: Any) -> Iterator[tuple[bytes, bytes]]:
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise ConfigError(f"split {self.split!r}: WriteDataset needs (key, example) pairs, "
-                              f"got {type(pair).__name__}")
-        where = f"example with key {pair[0]!r:.80} of split {self.split!r}"
-        kb = key_bytes(pair[0], where)
-        yield sort_key(self.key, kb, shuffle=self.shuffle), self.codec.encode(pair[1], where)
+        yield self.encode(pair)
 
 
 def _by_hash(kv: tuple[bytes, bytes]) -> Routed:
@@ -100,86 +98,39 @@ def _by_edges(kv: tuple[bytes, bytes], edges: Sequence[bytes]) -> Routed:
     return edge_bucket(edges, kv[0]), kv[0], kv[1]
 
 
-class _Count(beam.CombineFn):
-    """Records per bucket and bytes of a split: a fixed-size array, whatever the split's size."""
-
-    def __init__(self, num_shards: int | None) -> None:
-        self.num_shards = num_shards
-
-    def create_accumulator(self) -> list[Any]:
-        return [np.zeros(NUM_BUCKETS, np.int64), 0]
-
-    def add_input(self, acc: list[Any], routed: Routed) -> list[Any]:
-        acc[0][routed[0]] += 1
-        acc[1] += len(routed[2])
-        return acc
-
-    def merge_accumulators(self, accs: Iterable[list[Any]]) -> list[Any]:
-        out = self.create_accumulator()
-        for counts, nbytes in accs:
-            out[0] += counts
-            out[1] += nbytes
-        return out
-
-    def extract_output(self, acc: list[Any]) -> Plan:
-        return Plan(acc[0], acc[1], self.num_shards)
-
-
 def _route(routed: Routed, plan: Plan) -> Iterator[tuple[int, Routed]]:
     """Sends a record to every shard its bucket overlaps (two at most, unless shards are tiny)."""
     for shard in plan.shards_of(routed[0]):
         yield shard, routed
 
 
-class _WriteShard(beam.DoFn):
-    """Writes one shard's ArrayRecord file from what was routed to it (one shard in memory).
-
-    Reports, in namespace ``METRICS``, the distributions ``held_records`` and ``held_bytes``
-    (what one call holds: the shard plus the parts of its edge buckets) and ``shard_records``.
-    """
-
-    def __init__(self, tmp: str, dataset: str, split: str, shuffle: bool) -> None:
-        self.tmp, self.dataset, self.split, self.shuffle = tmp, dataset, split, shuffle
-        self.held = beam.metrics.Metrics.distribution(METRICS, "held_records")
-        self.held_bytes = beam.metrics.Metrics.distribution(METRICS, "held_bytes")
-        self.written = beam.metrics.Metrics.distribution(METRICS, "shard_records")
-
-    def process(self, item: tuple[int, Iterable[Routed]], plan: Plan) -> Iterator[tuple[int, int, int]]:
-        shard, routed = item
-        held = list(routed)
-        self.held.update(len(held))
-        self.held_bytes.update(sum(len(r[2]) for r in held))
-        result = _write(self.tmp, self.dataset, self.split, shard, plan.num_shards,
-                        (r for _, r in plan.place(shard, held, self.split, self.shuffle)))
-        self.written.update(result[1])
-        yield result
+def _through_runner(pcoll: Any, label: str, encode: Encoder, num_shards: int | None,
+                    tmp: str, dataset: str) -> tuple[Any, Any]:
+    """One split's steps with the records in the runner's shuffle; (written shards, plan)."""
+    encoded = pcoll | f"{label}/Encode" >> beam.ParDo(_Encode(encode))
+    if encode.shuffle:
+        bucketed = encoded | f"{label}/Bucket" >> beam.Map(_by_hash)
+    else:  # keys' own order: buckets between quantiles of the sort keys
+        edges = beam.pvalue.AsSingleton(
+            encoded | f"{label}/SortKeys" >> beam.Map(lambda kv: kv[0])
+            | f"{label}/Edges" >> beam.ApproximateQuantiles.Globally(EDGES))
+        bucketed = encoded | f"{label}/Bucket" >> beam.Map(_by_edges, edges)
+    plan = beam.pvalue.AsSingleton(bucketed | f"{label}/Plan" >> beam.CombineGlobally(Count(num_shards)))
+    written = (bucketed
+               | f"{label}/Route" >> beam.FlatMap(_route, plan)
+               | f"{label}/GroupShard" >> beam.GroupByKey()
+               | f"{label}/WriteShard" >> beam.ParDo(WriteShard(tmp, dataset, encode.split, encode.shuffle), plan))
+    return written, plan
 
 
-def _write(tmp: str, dataset: str, split: str, shard: int, shards: int,
-           records: Iterable[bytes]) -> tuple[int, int, int]:
-    path = os.path.join(tmp, shard_filename(dataset, split, shard, shards))
-    with ArrayRecordWriter(path) as w:
-        for r in records:
-            w.write(r)
-        n = w.count
-    return shard, n, os.path.getsize(path)
-
-
-def _split_info(written: list[tuple[int, int, int]], plan: Plan, tmp: str, dataset: str,
-                split: str) -> SplitInfo:
-    shards = plan.num_shards
-    done = {s: (n, size) for s, n, size in written}
-    for s in range(shards):  # an empty split still has its one (empty) shard file
-        if s not in done:
-            _, n, size = _write(tmp, dataset, split, s, shards, ())
-            done[s] = (n, size)
-    lengths = tuple(done[s][0] for s in range(shards))
-    return SplitInfo(split, lengths, sum(size for _, size in done.values()), dataset)
-
-
-def _commit(infos: list[tuple[int, SplitInfo]], tmp: str, args: PrepareArgs) -> str:
+def _commit(infos: list[tuple[int, SplitInfo]], tmp: str, args: PrepareArgs, spill: str,
+            storage_options: Mapping[str, Any] | None) -> str:
+    remove_tree(spill, storage_options)
     commit_dataset(tmp, args, [info for _, info in sorted(infos, key=lambda x: x[0])])
     return args.target
+
+
+EXCHANGES = ("files", "runner")
 
 
 class WriteDataset(beam.PTransform):
@@ -191,6 +142,17 @@ class WriteDataset(beam.PTransform):
             ``shuffle``, ``overwrite``).
         split: the split name when the input is one PCollection; with a dict
             ``{split: PCollection}`` every split is written.
+        exchange: how records travel from the encoders to the shard writers:
+            ``"files"`` (the default) through spill files, so that the runner's shuffle
+            carries only paths and byte ranges; ``"runner"`` through the runner's own
+            shuffle (GroupByKey), e.g. Dataflow's managed shuffle. The output is the same.
+        spill_dir: where the spill files go with ``exchange="files"`` (a local path or an
+            fsspec URL such as ``gs://bucket/tmp``; every worker must reach it). By
+            default a folder in the hidden temporary directory beside ``path``. A
+            uniquely named folder under it is removed before the commit.
+        storage_options: fsspec options for a ``spill_dir`` URL.
+        run_bytes: the most record bytes an encoder buffers before it writes a sorted
+            run (``exchange="files"``).
 
     The output is a PCollection holding the dataset's path once it is committed.
     """
@@ -198,13 +160,21 @@ class WriteDataset(beam.PTransform):
     def __init__(self, path: PathLike, *, features: Any, split: str = "train",
                  num_shards: int | Mapping[str, int] | None = None,
                  name: str | None = None, version: str = "1.0.0", description: str = "",
-                 shuffle: bool = True, overwrite: bool = False) -> None:
+                 shuffle: bool = True, overwrite: bool = False, exchange: str = "files",
+                 spill_dir: str | None = None, storage_options: Mapping[str, Any] | None = None,
+                 run_bytes: int = RUN_BYTES) -> None:
         super().__init__()
+        if exchange not in EXCHANGES:
+            raise ConfigError(f"WriteDataset(exchange={exchange!r}): use one of {list(EXCHANGES)}")
+        check_int(run_bytes, "WriteDataset(run_bytes=)", minimum=1)
         self.path, self.features, self.split = path, features, split
         self.num_shards, self.name, self.version = num_shards, name, version
         self.description, self.shuffle, self.overwrite = description, shuffle, overwrite
+        self.exchange, self.spill_dir, self.run_bytes = exchange, spill_dir, run_bytes
+        self.storage_options = dict(storage_options) if storage_options else None
         self.args: PrepareArgs | None = None
         self.tmp: str | None = None
+        self.spill: str | None = None
 
     def expand(self, pcolls: Any) -> Any:
         inputs = dict(pcolls) if isinstance(pcolls, Mapping) else {self.split: pcolls}
@@ -212,29 +182,22 @@ class WriteDataset(beam.PTransform):
             self.path, list(inputs), self.features, self.num_shards, self.name, self.version,
             self.description, self.shuffle, self.overwrite)
         self.args, self.tmp = args, temp_dir(args.target)
-        tmp = self.tmp
+        tmp, so = self.tmp, self.storage_options
+        spill = self.spill = (os.path.join(tmp, ".spill") if self.spill_dir is None
+                              else join(self.spill_dir, os.path.basename(tmp)))
         infos = []
         for i, (split, pcoll) in enumerate(inputs.items()):
             n = args.shard_counts[split]
-            encoded = pcoll | f"{split}/Encode" >> beam.ParDo(_Encode(args.codec, split, args.shuffle))
-            if args.shuffle:
-                bucketed = encoded | f"{split}/Bucket" >> beam.Map(_by_hash)
-            else:  # keys' own order: buckets between quantiles of the sort keys
-                edges = beam.pvalue.AsSingleton(
-                    encoded | f"{split}/SortKeys" >> beam.Map(lambda kv: kv[0])
-                    | f"{split}/Edges" >> beam.ApproximateQuantiles.Globally(EDGES))
-                bucketed = encoded | f"{split}/Bucket" >> beam.Map(_by_edges, edges)
-            plan = beam.pvalue.AsSingleton(bucketed | f"{split}/Plan" >> beam.CombineGlobally(_Count(n)))
-            written = (
-                bucketed
-                | f"{split}/Route" >> beam.FlatMap(_route, plan)
-                | f"{split}/GroupShard" >> beam.GroupByKey()
-                | f"{split}/WriteShard" >> beam.ParDo(_WriteShard(tmp, args.dataset, split, args.shuffle), plan)
-                | f"{split}/Written" >> beam.combiners.ToList())
-            infos.append(written | f"{split}/Info" >> beam.Map(
-                lambda w, plan, i=i, split=split: (i, _split_info(w, plan, tmp, args.dataset, split)), plan))
+            encode = Encoder(args.codec, split, shuffle_key(split), args.shuffle)
+            if self.exchange == "files":
+                written, plan = through_files(pcoll, split, encode, n, spill, f"{i:05d}", self.run_bytes, so,
+                                              (tmp, args.dataset))
+            else:
+                written, plan = _through_runner(pcoll, split, encode, n, tmp, args.dataset)
+            infos.append(written | f"{split}/Written" >> beam.combiners.ToList() | f"{split}/Info" >> beam.Map(
+                lambda w, plan, i=i, split=split: (i, split_info(w, plan, tmp, args.dataset, split)), plan))
         return (infos | "AllSplits" >> beam.Flatten() | "Gather" >> beam.combiners.ToList()
-                | "Commit" >> beam.Map(_commit, tmp, args))
+                | "Commit" >> beam.Map(_commit, tmp, args, spill, so))
 
 
 SPOOL_BYTES = 16 << 20  # examples per spool file, in pickled bytes
@@ -267,6 +230,8 @@ def prepare_on_beam(args: PrepareArgs, splits: Mapping[str, Any], runner: str,
                       for split, paths in files.items()}
             _ = pcolls | transform
     except BaseException as e:
+        if transform.spill is not None:
+            remove_tree(transform.spill, transform.storage_options)
         if transform.tmp is not None:
             shutil.rmtree(transform.tmp, ignore_errors=True)
         if isinstance(e, Exception) and not isinstance(e, ThresherError):
