@@ -19,6 +19,7 @@ import thresher.beam  # noqa: F401 - makes th.beam available
 from tests.helpers import dir_files
 from thresher import features as F
 from thresher.sources.prepared.layout import is_temp_dir
+from thresher.sources.prepared.spill import RUN_BYTES
 
 MP = {"direct_num_workers": 2, "direct_running_mode": "multi_processing"}
 
@@ -38,12 +39,23 @@ def _examples(names: list[str], n: int, seed: int, str_keys: bool) -> list[tuple
              {k: _FEATURES[k][1](i, rng) for k in names}) for i in range(n)]
 
 
+def _write(path: str, splits: dict, **kw: object) -> None:
+    """WriteDataset in a user pipeline on the DirectRunner with 2 worker processes."""
+    opts = beam.options.pipeline_options.PipelineOptions(flags=[], **MP)
+    with beam.Pipeline("DirectRunner", options=opts) as p:
+        pcolls = {s: p | f"make {s}" >> beam.Create(v) for s, v in splits.items()}
+        _ = pcolls | th.beam.WriteDataset(path, **kw)
+
+
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(names=st.lists(st.sampled_from(sorted(_FEATURES)), min_size=1, max_size=3, unique=True),
        n_train=st.integers(0, 40), n_test=st.integers(1, 9), shards=st.sampled_from([None, 1, 3]),
-       shuffle=st.booleans(), str_keys=st.booleans(), seed=st.integers(0, 2**16), data=st.data())
+       shuffle=st.booleans(), str_keys=st.booleans(), seed=st.integers(0, 2**16),
+       exchange=st.sampled_from([("runner", RUN_BYTES), ("files", 64), ("files", RUN_BYTES)]), data=st.data())
 def test_beam_writes_the_bytes_of_one_process_prepare(tmp_path_factory, names, n_train, n_test, shards,
-                                                      shuffle, str_keys, seed, data) -> None:
+                                                      shuffle, str_keys, seed, exchange, data) -> None:
+    """prepare(beam_runner=) (spill files) and a user pipeline with either exchange (runs of 64
+    bytes: many runs per bundle) write the same files as one process."""
     tmp = str(tmp_path_factory.mktemp("beam"))
     feats = {k: _FEATURES[k][0] for k in names}
     train = _examples(names, n_train, seed, str_keys)
@@ -53,8 +65,11 @@ def test_beam_writes_the_bytes_of_one_process_prepare(tmp_path_factory, names, n
     arrival = data.draw(st.permutations(train))  # Beam sees another order: the bytes must not change
     th.prepare(os.path.join(tmp, "beam"), {"train": arrival, "test": test}, beam_runner="DirectRunner",
                beam_options=MP, **common)
+    _write(os.path.join(tmp, "mine"), {"train": arrival[::-1], "test": test}, exchange=exchange[0],
+           run_bytes=exchange[1], **common)
     assert dir_files(os.path.join(tmp, "beam")) == dir_files(os.path.join(tmp, "one"))
-    assert [d for d in os.listdir(tmp) if is_temp_dir(d)] == []
+    assert dir_files(os.path.join(tmp, "mine")) == dir_files(os.path.join(tmp, "one"))
+    assert sorted(os.listdir(tmp)) == ["beam", "mine", "one"]  # no temporary or spill directory is left
 
 
 def test_a_user_pipeline_writes_a_dataset_that_reads_back_with_split_strings(tmp_path) -> None:
@@ -98,20 +113,52 @@ def test_a_worker_failure_before_the_shuffle_leaves_no_directory(tmp_path) -> No
     assert os.listdir(tmp_path) == []
 
 
-def test_a_worker_failure_mid_pipeline_leaves_nothing_complete_looking(tmp_path) -> None:
-    """Duplicate keys are found after the first shuffle, by a worker placing one bucket."""
+@pytest.mark.parametrize("exchange", ["files", "runner"])
+def test_a_worker_failure_mid_pipeline_leaves_nothing_complete_looking(tmp_path, exchange) -> None:
+    """Duplicate keys are found after the exchange, by a worker placing one bucket."""
     feats = {"x": F.Scalar("int64")}
     dup = [(i, {"x": i}) for i in range(40)] + [(7, {"x": 1000})]
-    opts = beam.options.pipeline_options.PipelineOptions(flags=[], **MP)
     with pytest.raises(Exception, match="same key|the key 7"):
-        with beam.Pipeline("DirectRunner", options=opts) as p:
-            _ = p | beam.Create(dup) | th.beam.WriteDataset(str(tmp_path / "ds"), features=feats, num_shards=2)
+        _write(str(tmp_path / "ds"), {"train": dup}, features=feats, num_shards=2, exchange=exchange, run_bytes=200)
     assert not os.path.exists(tmp_path / "ds")
     _no_dataset_under(str(tmp_path))
-    for d in os.listdir(tmp_path):  # what a failed user pipeline leaves is refused by readers
-        assert is_temp_dir(d)
-        with pytest.raises(th.errors.ThresherError):
-            th.data_source(str(tmp_path / d), split="train")
+    (left,) = os.listdir(tmp_path)  # what a failed user pipeline leaves is refused by readers
+    assert is_temp_dir(left)
+    with pytest.raises(th.errors.ThresherError):
+        th.data_source(str(tmp_path / left), split="train")
+    # prepare(beam_runner=) removes the temporary directory and the spill files with it
+    with pytest.raises(th.errors.ConfigError, match="key 7"):
+        th.prepare(str(tmp_path / "p" / "ds"), {"train": dup}, features=feats, num_shards=2,
+                   beam_runner="DirectRunner", beam_options=MP)
+    assert os.listdir(tmp_path / "p") == []
+
+
+def test_spill_files_on_object_storage(tmp_path) -> None:
+    """spill_dir on S3 (a moto server on 127.0.0.1): the same bytes; the spill prefix is emptied."""
+    import fsspec
+
+    from tests.sources.remote.s3_server import S3Server
+
+    feats = {"x": F.Scalar("int64"), "t": F.Text()}
+    pairs = [(f"k{i}", {"x": i, "t": "y" * (i % 9)}) for i in range(120)]
+    with S3Server() as s3:
+        bucket = s3.new_bucket()
+        so = s3.storage_options()
+        _write(str(tmp_path / "s3"), {"train": pairs}, features=feats, num_shards=3, name="ds",
+               spill_dir=f"s3://{bucket}/spill", storage_options=so, run_bytes=1000)
+        fs = fsspec.filesystem("s3", **so)
+        fs.invalidate_cache()
+        assert fs.find(f"{bucket}/spill") == []
+        with pytest.raises(Exception, match="same key|the key 'k7'"):
+            _write(str(tmp_path / "bad"), {"train": pairs + [("k7", {"x": 0, "t": ""})]}, features=feats,
+                   num_shards=3, spill_dir=f"s3://{bucket}/spill", storage_options=so, run_bytes=1000)
+        fs.invalidate_cache()
+        left = fs.find(f"{bucket}/spill")  # a failed user pipeline leaves its runs under one folder
+        assert left and {p.split("/")[2] for p in left} == {d for d in os.listdir(tmp_path) if is_temp_dir(d)}
+    th.prepare(str(tmp_path / "one"), {"train": pairs}, features=feats, num_shards=3, keyed=True,
+               progress=False, name="ds")
+    assert dir_files(str(tmp_path / "s3")) == dir_files(str(tmp_path / "one"))
+    assert ".spill" not in os.listdir(tmp_path / "s3")
 
 
 def test_one_process_keyed_prepare_orders_by_key(tmp_path) -> None:

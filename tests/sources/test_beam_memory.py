@@ -1,6 +1,6 @@
 """thresher.beam holds one shard at most, whatever the dataset's size (DirectRunner, 2 worker processes).
 
-The shard writer reports what each of its calls held as Beam metrics; the test reads them
+The shard writer (and, with the file exchange, the encoder) reports what each of its calls held as Beam metrics; the test reads them
 back from the runner at two dataset sizes with the same shard size. No RSS or timing is
 asserted here (the figures are in benchmarks/beam_prepare.py).
 """
@@ -8,6 +8,7 @@ asserted here (the figures are in benchmarks/beam_prepare.py).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -29,20 +30,25 @@ def _example(i: int) -> tuple[int, dict]:
     return i, {"x": i, "pad": np.full(i % 5, i % 256, np.uint8)}
 
 
-def _held(path: str, n: int, shuffle: bool) -> tuple[int, int, int]:
-    """(most records one WriteShard call held, largest shard, WriteShard calls)."""
+def _run(path: str, n: int, shuffle: bool, **kw: object) -> Any:
     p = beam.Pipeline("DirectRunner", options=PipelineOptions(flags=[], **MP))
     _ = (p | beam.Create(range(n)) | beam.Map(_example)
-         | th.beam.WriteDataset(path, features=FEATS, num_shards=n // PER_SHARD, shuffle=shuffle, name="m"))
+         | th.beam.WriteDataset(path, features=FEATS, num_shards=n // PER_SHARD, shuffle=shuffle, name="m", **kw))
     result = p.run()
     result.wait_until_finish()
+    return result
 
-    def dist(name: str) -> object:
-        found = result.metrics().query(MetricsFilter().with_namespace(th.beam.METRICS).with_name(name))
-        (d,) = found["distributions"]
-        return d.committed
 
-    held, shard = dist("held_records"), dist("shard_records")
+def _dist(result: Any, name: str) -> Any:
+    found = result.metrics().query(MetricsFilter().with_namespace(th.beam.METRICS).with_name(name))
+    (d,) = found["distributions"]
+    return d.committed
+
+
+def _held(path: str, n: int, shuffle: bool) -> tuple[int, int, int]:
+    """(most records one WriteShard call held, largest shard, WriteShard calls)."""
+    result = _run(path, n, shuffle, exchange="runner")
+    held, shard = _dist(result, "held_records"), _dist(result, "shard_records")
     return held.max, shard.max, held.count
 
 
@@ -79,3 +85,18 @@ def test_prepare_on_beam_streams_a_generator_and_cleans_up(tmp_path) -> None:
     assert dir_files(str(tmp_path / "beam")) == dir_files(str(tmp_path / "one"))
     assert sorted(os.listdir(tmp_path)) == ["beam", "one"]  # the spool files are gone
     assert not any(is_temp_dir(d) for d in os.listdir(tmp_path))
+
+
+def test_an_encoder_holds_one_run_at_every_dataset_size(tmp_path) -> None:
+    """With the file exchange an encoder buffers at most ``run_bytes`` (plus one record) before
+    it writes a sorted run, and a shard writer still holds one shard: at 4 and 16 shards."""
+    run_bytes = 2000  # records here are 1-5 bytes (+ 17 of sort key + 128 counted per record)
+    for n in (4 * PER_SHARD, 16 * PER_SHARD):
+        result = _run(str(tmp_path / f"n{n}"), n, True, exchange="files", run_bytes=run_bytes)
+        runs, held = _dist(result, "run_records"), _dist(result, "held_records")
+        assert runs.sum == n and runs.max <= run_bytes // (17 + 128) + 1
+        assert runs.count >= n // (run_bytes // (17 + 128) + 1)
+        assert PER_SHARD <= held.max <= PER_SHARD + 4 and held.count == n // PER_SHARD
+    th.prepare(str(tmp_path / "one"), {"train": [_example(i) for i in range(n)]}, features=FEATS,
+               num_shards=n // PER_SHARD, keyed=True, progress=False, name="m")
+    assert dir_files(str(tmp_path / f"n{n}")) == dir_files(str(tmp_path / "one"))

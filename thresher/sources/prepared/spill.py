@@ -157,14 +157,13 @@ def read_range(path: str, start: int, end: int, count: int,
     else:
         data = _read_bytes(None, path, path, start, end)
     pos = n = 0
-    while pos < len(data):
-        if pos + _FRAME.size > len(data):
-            break
+    while pos + _FRAME.size <= len(data):
         klen, rlen = _FRAME.unpack_from(data, pos)
-        pos += _FRAME.size
-        yield data[pos:pos + klen], data[pos + klen:pos + klen + rlen]
-        pos += klen + rlen
-        n += 1
+        body = pos + _FRAME.size
+        if body + klen + rlen > len(data):
+            break
+        yield data[body:body + klen], data[body + klen:body + klen + rlen]
+        pos, n = body + klen + rlen, n + 1
     if pos != len(data) or n != count:
         raise CorruptSourceError(f"spill run {path!r}: bytes [{start}, {end}) hold {n} whole records, "
                                  f"the index says {count}")
