@@ -134,7 +134,8 @@ def test_a_worker_failure_mid_pipeline_leaves_nothing_complete_looking(tmp_path,
 
 
 def test_spill_files_on_object_storage(tmp_path) -> None:
-    """spill_dir on S3 (a moto server on 127.0.0.1): the same bytes; the spill prefix is emptied."""
+    """spill_dir on S3 (a moto server on 127.0.0.1): the same bytes; the spill prefix is emptied.
+    prepare(beam_runner=) to an s3:// path reads back with split strings."""
     import fsspec
 
     from tests.sources.remote.s3_server import S3Server
@@ -155,6 +156,12 @@ def test_spill_files_on_object_storage(tmp_path) -> None:
         fs.invalidate_cache()
         left = fs.find(f"{bucket}/spill")  # a failed user pipeline leaves its runs under one folder
         assert left and {p.split("/")[2] for p in left} == {d for d in os.listdir(tmp_path) if is_temp_dir(d)}
+        url = f"s3://{bucket}/datasets/ds"  # prepare(beam_runner=) to a URL: Beam writes, then one upload
+        th.prepare(url, {"train": pairs}, features=feats, num_shards=3, beam_runner="DirectRunner",
+                   beam_options=MP, storage_options=so)
+        part = th.data_source(url, split="train[10:20]", storage_options=so)
+        whole = th.data_source(str(tmp_path / "s3"), split="train")
+        assert [int(e["x"]) for e in part] == [int(whole[i]["x"]) for i in range(10, 20)]
     th.prepare(str(tmp_path / "one"), {"train": pairs}, features=feats, num_shards=3, keyed=True,
                progress=False, name="ds")
     assert dir_files(str(tmp_path / "s3")) == dir_files(str(tmp_path / "one"))

@@ -357,7 +357,8 @@ def prepare(
             local = os.path.join(tmp, "dataset")
             prepare(local, splits, features=features, num_shards=num_shards,
                     name=_dataset_name(url, name), version=version, description=description,
-                    shuffle=shuffle, progress=progress, keyed=keyed)
+                    shuffle=shuffle, progress=progress, keyed=keyed, beam_runner=beam_runner,
+                    beam_options=beam_options)
             publish_tree(local, url, storage_options, last=INFO_FILE, overwrite=overwrite)
         return DatasetInfo.read(url, storage_options)
     if not isinstance(splits, Mapping) or not splits:
