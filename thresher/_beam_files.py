@@ -5,11 +5,11 @@ Per split (``WriteDataset(..., exchange="files")``, the default)::
     EncodeToRuns  (key, example) -> sorted runs of records, written as files   one run (RUN_BYTES)
     Index         a run's keys file -> its records and byte offsets per bucket  one run's keys
     Plan          records and bytes per bucket (a side input)                   65,536 counters
-    Ranges        a run -> (shard, byte range of the run holding its buckets)   one run's index
+    Ranges        a run (indexed again) -> (shard, byte range of its buckets)   one run's index
     GroupRanges   the byte ranges of each shard (metadata only)                 a few per run
     WriteShard    reads its ranges, sorts, writes its ArrayRecord file          one shard (+ edge buckets)
 
-The runner's shuffle carries paths, counts and byte ranges, never records, so its memory
+The runner carries runs' paths and byte ranges of them, never records, so its memory
 (and a local runner's habit of handing a worker a stage's whole input at once) does not
 grow with the records' bytes. Runs live under the spill directory (``thresher.beam``
 removes it before the commit; ``sources.prepared.spill`` has the file format).
@@ -130,12 +130,17 @@ def through_files(pcoll: Any, label: str, encode: Encoder, num_shards: int | Non
     side: list[Any] = []
     if not encode.shuffle:  # keys' own order: buckets between quantiles of the sort keys
         side = [beam.pvalue.AsSingleton(outs.keys | f"{label}/Edges" >> beam.ApproximateQuantiles.Globally(EDGES))]
-    indexed = outs.runs | f"{label}/Index" >> beam.Map(
-        lambda run, *edges: _index(run, edges[0] if edges else None, so), *side)
-    plan = beam.pvalue.AsSingleton(indexed | f"{label}/Plan" >> beam.CombineGlobally(_CountRuns(num_shards)))
+    # Index runs in the stage that counts them (the combine is lifted: only its fixed-size
+    # accumulators leave the stage); Ranges indexes them again instead of receiving the
+    # indexes through the runner, so that what the runner holds is a few numbers per run.
+    plan = beam.pvalue.AsSingleton(
+        outs.runs
+        | f"{label}/Index" >> beam.Map(lambda run, *edges: _index(run, edges[0] if edges else None, so), *side)
+        | f"{label}/Plan" >> beam.CombineGlobally(_CountRuns(num_shards)))
     written = (
-        indexed
-        | f"{label}/Ranges" >> beam.FlatMap(_ranges, plan)
+        outs.runs
+        | f"{label}/Ranges" >> beam.FlatMap(
+            lambda run, plan, *edges: _ranges(_index(run, edges[0] if edges else None, so), plan), plan, *side)
         | f"{label}/GroupRanges" >> beam.GroupByKey()
         | f"{label}/WriteShard" >> beam.ParDo(
             _WriteShardFromRuns(tmp, dataset, encode.split, encode.shuffle, so), plan, *side))
