@@ -13,6 +13,13 @@
 - an ``end`` line when the stream is exhausted (the positions consumed after the
   last batch: filtered elements, a dropped remainder).
 
+A packed Dataset's iterator (``Dataset.pack``) adds two kinds: a ``pw`` line per
+packed window it loads (the window's local position ``w``, its first stream position
+``a``, the offsets of its placed records as runs ``o``, their lengths ``n`` and rows
+``r``: a few bytes a record) and a ``pk`` line per delivered step (the windows and
+rows it took, ``p``: ``[w, first row, end row, ...]``); its begin lines carry
+``pack``, the rows of the window it resumes in.
+
 Each line is JSON followed by its CRC-32 and written with a single ``write`` on a
 file opened for appending, so a kill leaves whole lines (at most the last one torn,
 which its checksum shows); ``get_state`` (a checkpoint) also syncs the file to disk.
@@ -36,7 +43,9 @@ import os
 import zlib
 from typing import Any
 
-__all__ = ["LEDGER_SUFFIX", "LedgerWriter", "decode_line", "encode_line", "ledger_path"]
+import numpy as np
+
+__all__ = ["LEDGER_SUFFIX", "LedgerWriter", "as_runs", "decode_line", "encode_line", "from_runs", "ledger_path"]
 
 LEDGER_SUFFIX = ".ledger"
 
@@ -64,6 +73,29 @@ def decode_line(line: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return obj if isinstance(obj, dict) else None
+
+
+def as_runs(values: list[int]) -> list[int]:
+    """Increasing ints as runs ``[first, end, first, end, ...]`` (consecutive values cost one pair).
+
+    Example:
+        >>> as_runs([0, 1, 2, 5, 6, 9])
+        [0, 3, 5, 7, 9, 10]
+        >>> from_runs(as_runs([0, 1, 2, 5, 6, 9]))
+        [0, 1, 2, 5, 6, 9]
+    """
+    out: list[int] = []
+    for v in values:
+        if out and out[-1] == v:
+            out[-1] = v + 1
+        else:
+            out += [v, v + 1]
+    return out
+
+
+def from_runs(runs: list[int]) -> list[int]:
+    """The values of ``as_runs``."""
+    return [v for a, e in zip(runs[::2], runs[1::2], strict=True) for v in range(a, e)]
 
 
 class LedgerWriter:
@@ -96,6 +128,15 @@ class LedgerWriter:
         """A delivered step: local positions [start, stop) consumed, ``count`` elements."""
         self._write({"k": "s", "t": self._step, "a": start, "e": stop, "n": count})
         self._step += 1
+
+    def window(self, position: int, start: int, layout: np.ndarray) -> None:
+        """A packed window loaded at local position ``position`` (see ``PackedBlock.layout``)."""
+        self._write({"k": "pw", "w": position, "a": start, "o": as_runs((layout[0] - start).tolist()),
+                     "n": layout[1].tolist(), "r": layout[2].tolist()})
+
+    def packed(self, parts: list[int]) -> None:
+        """A delivered packed step: ``[w, first row, end row, ...]`` of the windows it took."""
+        self._write({"k": "pk", "p": parts})
 
     def end(self, start: int, stop: int) -> None:
         """The stream is exhausted: positions [start, stop) were consumed without a batch."""
