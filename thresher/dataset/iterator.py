@@ -146,9 +146,8 @@ class DatasetIterator:
 
     def _sync_ledger(self) -> None:
         """A checkpoint: the ledger's lines so far are made durable."""
-        writer = self._engine_it.ledger_writer if self._engine_it is not None else None
-        if writer is not None:
-            writer.sync()
+        if self._ledger_dir is not None:
+            self._it.sync_ledger()
 
     def get_state(self) -> dict[str, Any]:
         """A small JSON-serialisable dict (see the module docstring)."""

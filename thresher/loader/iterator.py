@@ -278,8 +278,7 @@ class DataLoaderIterator:
         ``position`` is the first position of this process's stream not yet in an
         emitted batch. Nothing else is needed to resume: restore cost is O(1).
         """
-        if self._ledger is not None:
-            self._ledger.sync()  # a checkpoint: the ledger's lines so far are on disk
+        self.sync_ledger()
         state = self._engine.state_at(self._state_position)
         ex = self._engine.processor.exclusions
         if self._skips or ex is not None:
@@ -388,6 +387,13 @@ class DataLoaderIterator:
             "merged": None if merged is None else {"parent": merged.parent, "layer": merged.layers[-1].to_json()},
             **self.ledger_fields,
         })
+
+    def sync_ledger(self) -> None:
+        """A checkpoint: the ledger's lines so far are made durable (its begin line written if not yet)."""
+        if self._ledger_dir is not None and not self._ledger_begun:
+            self._begin_ledger()
+        if self._ledger is not None:
+            self._ledger.sync()
 
     @property
     def ledger_writer(self) -> LedgerWriter | None:
