@@ -4,7 +4,6 @@ loop that takes one batch from every process per step numbers its steps."""
 
 from __future__ import annotations
 
-import json
 import tempfile
 from typing import Any
 
@@ -15,7 +14,7 @@ from hypothesis import strategies as st
 
 import thresher as th
 from tests.forensics.test_audit import ledgered
-from tests.forensics.test_exactly_once import Job, assert_exactly_once, jobs
+from tests.forensics.test_exactly_once import Job, assert_exactly_once, checkpoint, jobs
 from thresher.errors import ConfigError
 
 
@@ -42,12 +41,7 @@ def lockstep_job(job: Job, counts: list[int], steps: list[int], lost: list[list[
         T += made
         if last:
             break
-        states = [json.loads(json.dumps(it.get_state())) for it in its]
-        for i, it in enumerate(its):
-            for _ in range(lost[k][i]):
-                next(it, None)  # delivered after the checkpoint, then preempted: lost with the training state
-            it.close()
-        state = th.merge_states(states)
+        state = checkpoint(its, lost[k])
     return kept
 
 
