@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import thresher as th
 from thresher.cli import main
 from thresher.errors import ConfigError, IncompatibleStateError, InvalidStateError
-from thresher.loader.ledger import encode_line, ledger_path
+from thresher.loader.ledger import encode_ints, encode_line, ledger_path
 
 
 def record(key: int, n: int) -> np.ndarray:
@@ -173,8 +173,10 @@ def test_without_a_ledger_or_past_the_end_a_packed_step_is_refused(tmp_path: Pat
 
 
 @pytest.mark.parametrize("line", [
-    {"k": "pw", "w": 0, "a": 0, "o": [0, 2**40], "n": [3], "r": [0]},     # more offsets than lengths
-    {"k": "pw", "w": 0, "a": 0, "o": [0, 1], "n": [2**63], "r": [0]},     # a length past 2**62
+    {"k": "pw", "w": 0, "a": 0, "o": [0, 2**40], "n": "1:Aw==", "r": "1:AA=="},    # more offsets than lengths
+    {"k": "pw", "w": 0, "a": 0, "o": [0, 1], "n": encode_ints(np.array([2**62 + 1])), "r": "1:AA=="},  # past 2**62
+    {"k": "pw", "w": 0, "a": 0, "o": [0, 1], "n": [3], "r": "1:AA=="},     # lengths not encoded
+    {"k": "pw", "w": 0, "a": 0, "o": [0, 1], "n": "3:Aw==", "r": "1:AA=="},        # no such width
     {"k": "pk", "p": [0, 3, 1]},                                          # end row before first row
     {"k": "pk", "p": [True, 0, 1]},                                       # not an int
 ])

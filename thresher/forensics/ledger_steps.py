@@ -42,7 +42,7 @@ import numpy as np
 
 from thresher.errors import ConfigError, IncompatibleStateError, InvalidStateError
 from thresher.loader.exclusions import Consumed
-from thresher.loader.ledger import LEDGER_SUFFIX, decode_line, ledger_path
+from thresher.loader.ledger import LEDGER_SUFFIX, decode_ints, decode_line, ledger_path
 from thresher.samplers.geometry import ShardGeometry
 
 __all__ = ["LedgerStep", "PackedStep", "PackedWindow", "ProcessSteps", "Stream", "check_fingerprint",
@@ -160,15 +160,18 @@ def _ints(rec: dict[str, Any], key: str, where: str, hi: int) -> list[int]:
 
 def _window(rec: dict[str, Any], where: str) -> tuple[int, PackedWindow]:
     w, start = _int(rec, "w", where), _int(rec, "a", where)
-    runs, lengths, rows = _ints(rec, "o", where, _MAX_WINDOW), _ints(rec, "n", where, _MAX), _ints(rec, "r", where,
-                                                                                                   _MAX_ROWS)
+    runs = _ints(rec, "o", where, _MAX_WINDOW)
+    lengths, rows = decode_ints(rec.get("n"), _MAX), decode_ints(rec.get("r"), _MAX_ROWS)
+    if lengths is None or rows is None:
+        raise InvalidStateError(f"{where}: a malformed packed window: its lengths 'n' and rows 'r' must be ints "
+                                "written by thresher.loader.ledger.encode_ints (lengths up to 2**62, rows below 2**24)")
     pairs = list(zip(runs[::2], runs[1::2], strict=False))
     ordered = all(a < e for a, e in pairs) and all(e <= a for (_, e), (a, _) in itertools.pairwise(pairs))
     if len(runs) % 2 or not ordered or sum(e - a for a, e in pairs) != len(lengths) or len(rows) != len(lengths):
         raise InvalidStateError(f"{where}: a malformed packed window (offsets {str(runs)[:80]} must be increasing "
                                 f"runs naming one record per length and row; {len(lengths)} lengths, {len(rows)} rows)")
     offsets = np.concatenate([np.arange(a, e, dtype=np.int64) for a, e in pairs]) if pairs else np.zeros(0, np.int64)
-    return w, PackedWindow(offsets + start, np.asarray(lengths, dtype=np.int64), np.asarray(rows, dtype=np.int64))
+    return w, PackedWindow(offsets + start, lengths, rows)
 
 
 def _packed_step(rec: dict[str, Any], where: str) -> PackedStep:
