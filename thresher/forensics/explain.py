@@ -93,14 +93,17 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
     Args:
         loader: a DataLoader (any process's: all share the global stream) or its iterator
             (whose skipped steps are then shown); or a Dataset (or its iterator) whose last
-            stage reads a source directly and that is not packed.
+            stage reads a source directly, packed (``pack``) or not.
         step: the step number, counted as in the run without skips (the (step+1)-th batch).
-        process_index: one process, or None for all ``shard_count`` processes.
+        process_index: one process, or None for all ``shard_count`` processes (from a
+            ledger: every process that delivered a batch at that step).
         state: a saved state of the run; its skipped steps and blocked records are shown.
-        ledger: the run's ledger directory (``DataLoader(..., ledger=DIR)``). Needed when the
-            pipeline's steps depend on the data (a Filter before the Batch, ``errors="skip"``):
-            the positions each step consumed are read from it (``delivered`` then says how
-            many of them the Filter let through).
+        ledger: the run's ledger directory (``DataLoader(..., ledger=DIR)``, ``it.ledger(DIR)``).
+            Needed when the pipeline's steps depend on the data (a Filter before the Batch,
+            ``errors="skip"``): the positions each step consumed are read from it (``delivered``
+            then says how many of them the Filter let through), in the geometry of the run
+            segment that delivered it (restarts on other process counts included); and for a
+            packed Dataset, whose segments it names (``segments``, see thresher.forensics.explain_packed).
 
     Raises ConfigError when the pipeline's steps depend on the data and no ledger is
     given, or when no process has step ``step`` (past the end).

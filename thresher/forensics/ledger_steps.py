@@ -358,6 +358,9 @@ def steps_at(directory: str | os.PathLike[str], step: int, process_index: int | 
                 raise
             missing = missing or e
             continue
+        if stream.packed and stream.parent is not None:
+            raise ConfigError(f"{stream.path}, line {stream.line}: this packed run restarted on another number of "
+                              "processes (merge_states); explain does not follow packed runs across such restarts")
         if stream.packed != packed:
             raise ConfigError(f"{stream.path}, line {stream.line}: this ledger was written by "
                               f"{'a packed Dataset' if stream.packed else 'a pipeline that does not pack'}; "
