@@ -1,6 +1,7 @@
-"""``explain(ds, step, ledger=DIR)`` for packed Datasets: the segments it names, re-read and cut as it
-says, rebuild every delivered row bit for bit (tokens, segment ids, positions), across shuffles,
-filters, truncation, several processes, preemptions and resumes with other worker counts."""
+"""``explain(ds, step, ledger=DIR)`` for packed Datasets: the segments it names, re-read, given their
+random maps' draws from the explained seeds and cut as it says, rebuild every delivered row bit for bit
+(tokens, segment ids, positions), across shuffles, epochs, filters, truncation, several processes,
+preemptions and resumes with other worker counts."""
 
 from __future__ import annotations
 
@@ -20,11 +21,17 @@ import thresher as th
 from thresher.cli import main
 from thresher.errors import ConfigError, IncompatibleStateError, InvalidStateError
 from thresher.loader.ledger import encode_ints, encode_line, ledger_path
+from thresher.randomness.record_rng import RecordRng
 
 
 def record(key: int, n: int) -> np.ndarray:
     """Record ``key``: ``n`` tokens that name it (key * 1000 + 1, + 2, ...)."""
     return np.arange(1, n + 1, dtype=np.int64) + key * 1000
+
+
+def jitter(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A random map: every token of the record + the same draw in [0, 5)."""
+    return x + int(rng.integers(0, 5))
 
 
 class Keep:
@@ -48,6 +55,7 @@ class Packed:
     batch: int | None
     drop_remainder: bool
     shards: int
+    random: bool
 
     def records(self) -> list[np.ndarray]:
         return [record(k, n if self.truncate else min(n, self.seq_len)) for k, n in enumerate(self.lengths)]
@@ -58,6 +66,8 @@ class Packed:
             ds = ds.shuffle(self.seed)
         if self.epochs > 1:
             ds = ds.repeat(self.epochs)
+        if self.random:
+            ds = ds.random_map(jitter, seed=self.seed)
         ds = ds.filter(Keep(self.dropped)).pack(self.seq_len, window=self.window, truncate=self.truncate)
         if self.batch is not None:
             ds = ds.batch(self.batch, drop_remainder=self.drop_remainder)
@@ -70,7 +80,7 @@ packs = st.builds(Packed, lengths=st.lists(st.integers(0, 12), min_size=1, max_s
                   seed=st.integers(0, 2**32), shuffle=st.booleans(), epochs=st.integers(1, 2),
                   dropped=st.frozensets(st.integers(0, 39), max_size=8), seq_len=st.integers(4, 10),
                   window=st.integers(1, 9), truncate=st.booleans(), batch=st.sampled_from([None, 1, 2, 3]),
-                  drop_remainder=st.booleans(), shards=st.integers(1, 2))
+                  drop_remainder=st.booleans(), shards=st.integers(1, 2), random=st.booleans())
 
 
 def rebuild(spec: Packed, p: th.StepProvenance, process: int) -> dict[str, np.ndarray]:
@@ -81,10 +91,12 @@ def rebuild(spec: Packed, p: th.StepProvenance, process: int) -> dict[str, np.nd
     rows = int(seg.rows[mine].max()) + 1 if mine.any() else 0
     out = {k: np.zeros((rows, spec.seq_len), dtype=np.int64) for k in ("tokens", "segment_ids", "positions")}
     records = spec.records()
-    for key, row, sid, start, n, full in zip(p.record_keys[mine], seg.rows[mine], seg.segment_ids[mine],
-                                             seg.starts[mine], seg.lengths[mine], seg.record_lengths[mine],
-                                             strict=True):
+    for key, seed, row, sid, start, n, full in zip(p.record_keys[mine], p.rng_seeds[mine], seg.rows[mine],
+                                                   seg.segment_ids[mine], seg.starts[mine], seg.lengths[mine],
+                                                   seg.record_lengths[mine], strict=True):
         rec = records[key]
+        for _, salt in p.random_maps:  # the generator the random map received, from the explained seed
+            rec = jitter(rec, RecordRng().seeded(int(seed), salt))
         assert full == len(rec) and n == min(len(rec), spec.seq_len)
         out["tokens"][row, start:start + n] = rec[:n]
         out["segment_ids"][row, start:start + n] = sid

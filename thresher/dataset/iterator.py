@@ -299,14 +299,15 @@ class PackIterator(DatasetIterator):
         got = sum(hi - lo for _, lo, hi in parts)
         if got == 0 or (got < batch.batch_size and batch.drop_remainder):
             raise StopIteration
-        self._delivered()
         names = list(parts[0][0].rows)
         if len(parts) == 1:
             block, lo, hi = parts[0]
             out: Any = {name: block.rows[name][lo:hi] for name in names}
         else:
             out = {name: np.concatenate([b.rows[name][lo:hi] for b, lo, hi in parts]) for name in names}
-        return run_batch_maps(self._front.batch_fns, out, "map on packed batches")
+        out = run_batch_maps(self._front.batch_fns, out, "map on packed batches")
+        self._delivered()
+        return out
 
     def ledger(self, directory: str | os.PathLike[str]) -> None:
         """``DatasetIterator.ledger``; mid-window, the ledger begins where the window began (the window
