@@ -11,9 +11,14 @@
 - The delivery ledger on W1: records/s without and with ``ledger=DIR`` (one line a
   step, synced by a ``get_state`` every 100 steps in both), worker_count 0 and 2;
   runs interleaved, medians, ratio to the run without.
+- The ledger on a packed pipeline (``--packed-records`` token records of 20 to 1,500
+  tokens, shuffle, ``pack(2048, window=256)``, ``batch(8)``): rows/s without and with
+  ``it.ledger(DIR)`` (a window line a window, a step line a step), same protocol, and
+  the ledger's bytes a step.
 
 Usage:
-    python benchmarks/forensics.py [--records 60000] [--repeats 3] [--data DIR] [--only explain,skips,ledger]
+    python benchmarks/forensics.py [--records 60000] [--repeats 3] [--packed-records 20000] [--data DIR]
+                                   [--only explain,skips,ledger]
 """
 
 from __future__ import annotations
@@ -126,23 +131,31 @@ def _checkpointed_rps(loader: th.DataLoader, n: int) -> float:
     return count / elapsed
 
 
+def _interleaved(runs: dict[str, Callable[[], float]], repeats: int, label: str, unit: str) -> float:
+    """Runs each of ``runs`` ``repeats`` times, interleaved and alternated; prints medians and ratios to the
+    first; returns the first's median."""
+    rows: dict[str, list[float]] = {name: [] for name in runs}
+    names = list(runs)
+    for r in range(repeats):
+        for name in names[r % 2:] + names[:r % 2]:
+            rows[name].append(runs[name]())
+    base = statistics.median(rows[names[0]])
+    for name, values in rows.items():
+        m = statistics.median(values)
+        print(f"{label}  {name:<10} {m:>10,.0f} {unit}  ratio {m / base:.3f}  "
+              f"(runs: {', '.join(f'{v:,.0f}' for v in values)})")
+    return base
+
+
 def ledger_figures(path: str, n: int, repeats: int) -> None:
     for workers in (0, 2):
         with tempfile.TemporaryDirectory() as d:
-            loaders = {"no ledger": _w1_loader(path, n, workers),
-                       "ledger": _w1_loader(path, n, workers, ledger=d)}
-            _checkpointed_rps(loaders["no ledger"], n)  # warm-up: page cache, fork server
-            rows: dict[str, list[float]] = {name: [] for name in loaders}
-            names = list(loaders)
-            for r in range(repeats):  # interleaved and alternated
-                for name in names[r % 2:] + names[:r % 2]:
-                    rows[name].append(_checkpointed_rps(loaders[name], n))
+            plain, ledgered = _w1_loader(path, n, workers), _w1_loader(path, n, workers, ledger=d)
+            _checkpointed_rps(plain, n)  # warm-up: page cache, fork server
+            base = _interleaved({"no ledger": lambda: _checkpointed_rps(plain, n),
+                                 "ledger": lambda: _checkpointed_rps(ledgered, n)},
+                                repeats, f"W1 worker_count={workers}", "records/s")
             size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
-        base = statistics.median(rows["no ledger"])
-        for name, values in rows.items():
-            m = statistics.median(values)
-            print(f"W1 worker_count={workers}  {name:<10} {m:>10,.0f} records/s  ratio {m / base:.3f}  "
-                  f"(runs: {', '.join(f'{v:,.0f}' for v in values)})")
         print(f"W1 worker_count={workers}  ledger size after {repeats} epochs: {size:,} bytes")
     # The same cost measured directly (the load on a shared machine swamps a 1% difference): one
     # ledger line, against one W1 step at the median rate of the run without a ledger.
@@ -157,10 +170,60 @@ def ledger_figures(path: str, n: int, repeats: int) -> None:
           f"line/step = {line_s / step_s:.4%}")
 
 
+def _packed_dataset(n: int) -> th.Dataset:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(1, 32000, size=int(k), dtype=np.int32) for k in rng.integers(20, 1500, size=n)]
+    return th.Dataset.source(docs).shuffle(1).pack(2048, window=256).batch(8)
+
+
+def _packed_rps(ds: th.Dataset, ledger: str | None) -> tuple[float, int]:
+    it = iter(ds)
+    if ledger is not None:
+        it.ledger(ledger)
+    t = time.perf_counter()
+    steps = rows = 0
+    for b in it:
+        rows += len(b["tokens"])
+        steps += 1
+        if steps % 100 == 0:
+            it.get_state()
+    return rows / (time.perf_counter() - t), steps
+
+
+def packed_ledger_figures(n: int, repeats: int) -> None:
+    ds = _packed_dataset(n)
+    with tempfile.TemporaryDirectory() as d:
+        _, steps = _packed_rps(ds, None)  # warm-up
+        base = _interleaved({"no ledger": lambda: _packed_rps(ds, None)[0], "ledger": lambda: _packed_rps(ds, d)[0]},
+                            repeats, f"packed (pack(2048), batch(8), {n:,} records)", "rows/s")
+        size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+    print(f"packed: ledger {size / (repeats * steps):,.0f} bytes a step ({steps} steps an epoch)")
+    # Measured directly: the lines of one step (a step line, and its share of a window line), and the
+    # fsync of a checkpoint, against one packed step at the median rate without a ledger.
+    from thresher.loader.ledger import LedgerWriter
+
+    block = ds.compile().loader.engine.processor.source[0]
+    with tempfile.TemporaryDirectory() as d:
+        writer = LedgerWriter(d, 0)
+        window_s = _median_s(lambda: writer.window(0, 0, block.layout), repeats, 200)
+        step_line_s = _median_s(lambda: writer.packed([0, 8, 16]), repeats, 2000)
+        sync_s = _median_s(writer.sync, repeats, 20)
+        writer.close()
+    step_s = 8 / base
+    per_step = step_line_s + window_s * 8 / block.num_rows
+    print(f"packed: a window line {window_s * 1e6:.0f} us ({block.num_rows} rows), a step line "
+          f"{step_line_s * 1e6:.1f} us: {per_step * 1e6:.1f} us a step = {per_step / step_s:.2%} of a packed step "
+          f"({step_s * 1e3:.2f} ms); the fsync of a checkpoint {sync_s * 1e3:.2f} ms = "
+          f"{sync_s / (100 * step_s):.1%} of 100 steps")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=60000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--packed-records", type=int, default=20000)
     ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "thresher_bench_data"))
     ap.add_argument("--only", default="explain,skips,ledger", help="which figures (comma-separated)")
     args = ap.parse_args()
@@ -172,6 +235,7 @@ def main() -> None:
         skip_figures(data["path"], args.records, args.repeats)
     if "ledger" in only:
         ledger_figures(data["path"], args.records, args.repeats)
+        packed_ledger_figures(args.packed_records, args.repeats)
 
 
 if __name__ == "__main__":

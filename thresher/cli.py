@@ -236,8 +236,8 @@ def _parser() -> argparse.ArgumentParser:
     exp.add_argument("--state", help="a state saved by the run (its skipped steps are shown)")
     exp.add_argument("--process-index", type=int, help="one process (default: all)")
     exp.add_argument("--ledger", metavar="DIR",
-                     help="the run's ledger (DataLoader(..., ledger=DIR)): needed when a Filter makes steps "
-                          "depend on the data")
+                     help="the run's ledger (DataLoader(..., ledger=DIR) or it.ledger(DIR)): needed when a "
+                          "Filter or pack makes steps depend on the data")
     exp.add_argument("--json", action="store_true", help="print JSON")
 
     aud = sub.add_parser("audit", help="check from the ledgers that every record was delivered exactly once "

@@ -79,14 +79,21 @@ def run_job(job: Job, counts: list[int], steps: list[list[int]], lost: list[list
                     kept.append(np.asarray(b))
         if last:
             break
-        states = [json.loads(json.dumps(it.get_state())) for it in its]
-        for i, it in enumerate(its):
-            for _ in range(lost[k][i]):
-                next(it, None)  # delivered after the checkpoint, then preempted: lost with the training state
-            it.close()
-        state = json.loads(json.dumps(th.merge_states(states[::-1])))
-        assert len(json.dumps(state)) < 2048
+        state = checkpoint(its, lost[k])
     return kept
+
+
+def checkpoint(its: list[Any], lost: list[int]) -> dict[str, Any]:
+    """The merged state of all processes; then process i delivers ``lost[i]`` more batches (lost to a
+    preemption with the training state) and stops."""
+    states = [json.loads(json.dumps(it.get_state())) for it in its]
+    for i, it in enumerate(its):
+        for _ in range(lost[i]):
+            next(it, None)
+        it.close()
+    state = json.loads(json.dumps(th.merge_states(states[::-1])))
+    assert len(json.dumps(state)) < 2048
+    return state
 
 
 def assert_exactly_once(job: Job, kept: list[np.ndarray]) -> None:

@@ -135,5 +135,7 @@ def test_explain_takes_a_dataset_or_its_iterator_that_reads_a_source() -> None:
 def test_explain_refuses_datasets_it_cannot_name_records_of() -> None:
     with pytest.raises(th.errors.ConfigError, match="reads a SliceView"):
         th.explain(th.Dataset.range(100)[10:50].batch(4), 0)
-    with pytest.raises(th.errors.ConfigError, match="packed or rebatched"):
-        th.explain(th.Dataset.source([[1] * 3] * 10).pack(8).batch(2), 0)
+    with pytest.raises(th.errors.ConfigError, match="rebatched after it"):
+        th.explain(th.Dataset.range(10).filter(lambda x: x % 2).batch(2).batch(2), 0)
+    with pytest.raises(th.errors.ConfigError, match="packs the records of a SliceView"):
+        th.explain(th.Dataset.source([[1] * 3] * 10)[2:8].pack(8).batch(2), 0, ledger="unused")

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -58,22 +59,54 @@ class DatasetIterator:
         self._dataset = dataset
         self._compiled = compiled
         self._engine_it: DataLoaderIterator | None = None
+        self._ledger_dir: str | None = None
+        self._ledger_fields: dict[str, Any] = {}  # added to the ledger's begin lines (shared with the engine's)
 
     @property
     def _it(self) -> DataLoaderIterator:
         """The engine's iterator (at position 0 when made here)."""
         if self._engine_it is None:
-            self._engine_it = self._compiled.loader.iterator_at(0)
+            self._engine_it = self._adopt(self._compiled.loader.iterator_at(0))
         return self._engine_it
+
+    def _adopt(self, it: DataLoaderIterator) -> DataLoaderIterator:
+        """A new engine iterator, writing this iterator's ledger (if any) from its first step."""
+        it.ledger_fields = self._ledger_fields
+        if self._ledger_dir is not None:
+            it.ledger(self._ledger_dir)
+        return it
 
     def _start(self, state: LoaderState, *, allow_approximate: bool = False) -> None:
         """Points the engine's iterator at ``state`` (made there, when there is none yet)."""
         if self._engine_it is None:
             loader = self._compiled.loader
             position = loader.resume_position(state, allow_approximate=allow_approximate)
-            self._engine_it = loader.iterator_at(position)
+            self._engine_it = self._adopt(loader.iterator_at(position))
         else:
             self._engine_it.restore(state, allow_approximate=allow_approximate)
+
+    def ledger(self, directory: str | os.PathLike[str]) -> None:
+        """Appends this process's deliveries to ``directory/process-<i>.ledger`` from now on.
+
+        The delivery ledger of ``DataLoader(..., ledger=DIR)`` (thresher.loader.ledger),
+        for a Dataset: ``thresher audit DIR`` checks it, and ``th.explain(ds, step,
+        ledger=DIR)`` reads it where the records of a step depend on the data (a filter
+        before the batch, or ``pack``). Call it before the first step (or right after
+        ``set_state``) so that the ledger covers the run from its start.
+
+        Example:
+            >>> import tempfile, thresher as th
+            >>> d = tempfile.mkdtemp()
+            >>> ds = th.Dataset.range(12).shuffle(seed=2).filter(lambda x: x % 3).batch(3)
+            >>> it = iter(ds)
+            >>> it.ledger(d)
+            >>> first = next(it).tolist()
+            >>> [k for k in th.explain(ds, 0, ledger=d).record_keys.tolist() if k % 3] == first
+            True
+        """
+        self._ledger_dir = os.fspath(directory)
+        if self._engine_it is not None:
+            self._engine_it.ledger(self._ledger_dir)
 
     # -- iteration ------------------------------------------------------------------------
     def __iter__(self) -> DatasetIterator:
@@ -111,8 +144,14 @@ class DatasetIterator:
             mix=MixSegment(tuple(mix.schedule.weights), mix.origin, tuple(mix.offsets))
         )
 
+    def _sync_ledger(self) -> None:
+        """A checkpoint: the ledger's lines so far are made durable."""
+        if self._ledger_dir is not None:
+            self._it.sync_ledger()
+
     def get_state(self) -> dict[str, Any]:
         """A small JSON-serialisable dict (see the module docstring)."""
+        self._sync_ledger()
         state = self._compiled.loader.state_at(self._it.position)
         return replace(state, extensions=self._extensions()).to_json()
 
@@ -201,6 +240,8 @@ class PackIterator(DatasetIterator):
         self._row = 0  # rows of the current block already emitted
         self._done = False
         self._stats = PackingStats()
+        self._ledger_fields["pack"] = {"rows": 0}
+        self._taken: list[int] = []  # [window, first row, end row, ...] of the step being taken, for the ledger
 
     def packing_stats(self) -> PackingStats:
         """Rows, tokens and padding emitted by this iterator so far."""
@@ -219,18 +260,24 @@ class PackIterator(DatasetIterator):
                 self._block = None
                 return False
             self._block, self._block_position, self._row = block, position, 0
+            writer = self._it.ledger_writer
+            if writer is not None:
+                view = self._compiled.loader.engine.processor.source
+                writer.window(position, view.window * self._it.engine.geometry.to_global(position), block.layout)
             self._stats.records += block.records
             self._stats.truncated_tokens += block.truncated_tokens
         return True
 
     def _take(self, k: int) -> list[tuple[PackedBlock, int, int]]:
         parts = []
+        self._taken = []
         while k > 0 and self._load():
             block = self._block
             assert block is not None
             lo = self._row
             hi = min(block.num_rows, lo + k)
             parts.append((block, lo, hi))
+            self._taken += [self._block_position, lo, hi]
             self._row = hi
             k -= hi - lo
             tokens = int(block.row_tokens[lo:hi].sum())
@@ -246,6 +293,7 @@ class PackIterator(DatasetIterator):
             if not parts:
                 raise StopIteration
             block, lo, _ = parts[0]
+            self._delivered()
             return {name: rows[lo] for name, rows in block.rows.items()}
         parts = self._take(batch.batch_size)
         got = sum(hi - lo for _, lo, hi in parts)
@@ -257,9 +305,29 @@ class PackIterator(DatasetIterator):
             out: Any = {name: block.rows[name][lo:hi] for name in names}
         else:
             out = {name: np.concatenate([b.rows[name][lo:hi] for b, lo, hi in parts]) for name in names}
-        return run_batch_maps(self._front.batch_fns, out, "map on packed batches")
+        out = run_batch_maps(self._front.batch_fns, out, "map on packed batches")
+        self._delivered()
+        return out
+
+    def ledger(self, directory: str | os.PathLike[str]) -> None:
+        """``DatasetIterator.ledger``; mid-window, the ledger begins where the window began (the window
+        is re-packed once, so that the ledger has its layout)."""
+        if self._engine_it is None:
+            super().ledger(directory)
+            return
+        state, stats = self.get_state(), self._stats
+        super().ledger(directory)
+        self.set_state(state)
+        self._stats = stats
+
+    def _delivered(self) -> None:
+        """Notes the step just taken in the ledger (if any)."""
+        writer = self._engine_it.ledger_writer if self._engine_it is not None else None
+        if writer is not None:
+            writer.packed(self._taken)
 
     def get_state(self) -> dict[str, Any]:
+        self._sync_ledger()
         if self._block is not None and self._row < self._block.num_rows:
             position, rows = self._block_position, self._row
         else:
@@ -275,6 +343,7 @@ class PackIterator(DatasetIterator):
                 "a packed dataset's state needs state['dataset']['pack']['rows'] (an int >= 0); "
                 "this state was not saved by a packed dataset"
             )
+        self._ledger_fields["pack"] = {"rows": rows}
         self._start(saved)
         self._block, self._row, self._done = None, 0, False
         if rows:

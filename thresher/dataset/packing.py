@@ -45,12 +45,20 @@ _ROW_BITS = 24  # rows of one window are numbered below 2**24
 
 @dataclass
 class PackedBlock:
-    """The rows of one window: ``rows[name]`` is a (num_rows, seq_len) array."""
+    """The rows of one window: ``rows[name]`` is a (num_rows, seq_len) array.
+
+    ``layout`` says where each placed record went, in stream order: a (3, k) int64
+    array of its stream position, its length before truncation and its row (its
+    segment starts where the row's earlier segments end). Records without tokens
+    are not placed. The delivery ledger records it (thresher.forensics explains
+    packed steps from it).
+    """
 
     rows: dict[str, np.ndarray]
     row_tokens: np.ndarray  # int64, the real (non-padding) tokens of each row
     records: int
     truncated_tokens: int
+    layout: np.ndarray
 
     @property
     def num_rows(self) -> int:
@@ -153,6 +161,7 @@ def pack_window(elements: Sequence[Any], seq_len: int, *, truncate: bool = False
         if list(f) != names:
             raise TransformError(f"pack: record {i} has features {list(f)}, the first has {names}")
     lengths = [int(next(iter(f.values())).shape[0]) for f in feats]
+    raw = list(lengths)
     truncated = 0
     for i, n in enumerate(lengths):
         if n > seq_len:
@@ -194,7 +203,9 @@ def pack_window(elements: Sequence[Any], seq_len: int, *, truncate: bool = False
     row_tokens = np.asarray(fill, dtype=np.int64)
     rows[SEGMENT_IDS] = seg
     rows[POSITIONS] = pos
-    return PackedBlock(rows, row_tokens, len(elements), truncated)
+    at = list(positions) if positions is not None else list(range(len(elements)))
+    layout = np.array([[at[i] for i in kept], [raw[i] for i in kept], row_of], dtype=np.int64).reshape(3, -1)
+    return PackedBlock(rows, row_tokens, len(elements), truncated, layout)
 
 
 class PackView:
@@ -225,6 +236,11 @@ class PackView:
         n = processor.sampler.local_length
         self._positions = n
         self._len = ENDLESS if n is None else -(-n // window)
+
+    @property
+    def processor(self) -> ChunkProcessor:
+        """The engine processor of the records' stage (what ``explain`` names records with)."""
+        return self._processor
 
     def __len__(self) -> int:
         return self._len

@@ -7,7 +7,7 @@ ledgers and checks that every record was delivered exactly once (docs/forensics.
 """
 
 from thresher.forensics.audit import AuditReport, audit
-from thresher.forensics.explain import StepProvenance, explain
+from thresher.forensics.explain import PackedSegments, StepProvenance, explain
 from thresher.loader.skips import SkipRanges
 
-__all__ = ["AuditReport", "SkipRanges", "StepProvenance", "audit", "explain"]
+__all__ = ["AuditReport", "PackedSegments", "SkipRanges", "StepProvenance", "audit", "explain"]

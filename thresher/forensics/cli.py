@@ -31,7 +31,7 @@ __all__ = ["load_pipeline", "run_explain"]
 
 
 def load_pipeline(spec: str) -> Any:
-    """Imports ``module:function`` and calls the function (no arguments): the DataLoader.
+    """Imports ``module:function`` and calls the function (no arguments): the DataLoader or Dataset.
 
     Example:
         >>> load_pipeline("thresher")  # doctest: +ELLIPSIS

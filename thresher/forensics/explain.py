@@ -20,104 +20,40 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from thresher.errors import ConfigError, IncompatibleStateError
-from thresher.forensics.ledger_steps import check_fingerprint, ledger_steps
+from thresher.forensics.explain_packed import explain_packed
+from thresher.forensics.ledger_steps import steps_at
+from thresher.forensics.provenance import PackedSegments, StepProvenance, provenance
 from thresher.forensics.steps import StepGeometry, data_dependent_reason, step_geometry
 from thresher.loader.skips import SkipRanges
 from thresher.loader.state_types import LoaderState
-from thresher.sources.protocol import record_locations
 
-__all__ = ["StepProvenance", "explain"]
+__all__ = ["PackedSegments", "StepProvenance", "explain"]
 
-_COLUMNS = ("process_indices", "positions", "global_positions", "epochs", "record_keys", "rng_seeds", "blocked")
 _MAX_POSITION = 2**62
-_NAMES = ("process_index", "position", "global_position", "epoch", "record_key", "rng_seed", "blocked")
+_MAX_LISTED = 2**26  # positions of one step explain lists (a step of a filtered run)
 
 
-@dataclass(frozen=True)
-class StepProvenance:
-    """Where every element of one step comes from, in batch order, process after process.
-
-    Attributes:
-        step: the step number (counted as in the run without skips).
-        skipped: the step is skipped (``set_state(..., skip_steps=...)``): it is never produced.
-        process_indices, positions: the process and its local position of each element.
-        global_positions, epochs, record_keys: int64 arrays.
-        rng_seeds: uint64, each record's seed; the generator a RandomMap gets is
-            ``thresher.transforms.random_map.RecordRng().seeded(seed, salt)``.
-        random_maps: ``(name, salt)`` of each per-record RandomMap.
-        locations: ``(file, index in file)`` of each record, or None if the source cannot tell.
-        blocked: bool, the record is in the blocklist (``skip_records``): it is never delivered.
-        delivered: for a step read from a ledger (a pipeline with a Filter), how many of its
-            positions became elements; None when every position is an element.
-
-    Example:
-        >>> import thresher as th
-        >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 10), th.IndexSampler(10), [th.Batch(2)])
-        >>> p = th.explain(loader, 2)
-        >>> len(p), p.record_keys.tolist(), p.records()[0]["position"], p.skipped
-        (2, [4, 5], 4, False)
-    """
-
-    step: int
-    skipped: bool
-    process_indices: np.ndarray
-    positions: np.ndarray
-    global_positions: np.ndarray
-    epochs: np.ndarray
-    record_keys: np.ndarray
-    rng_seeds: np.ndarray
-    random_maps: tuple[tuple[str, int], ...]
-    locations: tuple[tuple[str, int], ...] | None
-    blocked: np.ndarray
-    delivered: int | None = None
-
-    def __len__(self) -> int:
-        return len(self.positions)
-
-    def records(self) -> list[dict[str, Any]]:
-        """One dict per element (JSON-serialisable)."""
-        cols = [getattr(self, c).tolist() for c in _COLUMNS]
-        out = [dict(zip(_NAMES, row, strict=False)) for row in zip(*cols, strict=False)]
-        if self.locations is not None:
-            for d, (f, i) in zip(out, self.locations, strict=False):
-                d["file"], d["index_in_file"] = f, i
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "skipped": self.skipped, "delivered": self.delivered,
-                "random_maps": [{"operation": n, "salt": s} for n, s in self.random_maps],
-                "elements": self.records()}
-
-    def __str__(self) -> str:
-        head = f"step {self.step}{' (skipped: never produced)' if self.skipped else ''}: {len(self)} elements"
-        if self.delivered is not None:
-            head = (f"step {self.step}: {len(self)} positions consumed, {self.delivered} delivered "
-                    "(the others were dropped by a Filter or errors='skip')")
-        rows = [head, "process  position  global_position  epoch  record_key  rng_seed            file:index"]
-        for d in self.records():
-            where = f"{d['file']}:{d['index_in_file']}" if "file" in d else "-"
-            rows.append(f"{d['process_index']:>7}  {d['position']:>8}  {d['global_position']:>15}  "
-                        f"{d['epoch']:>5}  {d['record_key']:>10}  {d['rng_seed']:#018x}  {where}"
-                        + ("  (blocked: never delivered)" if d["blocked"] else ""))
-        return "\n".join(rows)
+def _compiled(obj: Any) -> Any:
+    """The compiled chain of a Dataset or its iterator; None for anything else."""
+    compiled = getattr(obj, "compiled", None)  # a DatasetIterator
+    if compiled is None and callable(getattr(obj, "compile", None)) and hasattr(obj, "nodes"):  # a Dataset
+        compiled = obj.compile()
+    return compiled
 
 
 def _as_loader(obj: Any) -> Any:
     """A Dataset or its iterator as the DataLoader its chain compiles to; anything else as it is."""
-    compiled = getattr(obj, "compiled", None)  # a DatasetIterator
-    if compiled is None and callable(getattr(obj, "compile", None)) and hasattr(obj, "nodes"):  # a Dataset
-        compiled = obj.compile()
+    compiled = _compiled(obj)
     if compiled is None:
         return obj
-    if compiled.front is not None or compiled.rebatch is not None:
-        raise ConfigError("explain follows a Dataset up to its batch; this one is packed or rebatched after "
-                          f"it, so its steps are not the engine's ({' | '.join(compiled.stages)})")
+    if compiled.rebatch is not None:
+        raise ConfigError("explain follows a Dataset up to its batch; this one is rebatched after it, so its "
+                          f"steps are not the engine's ({' | '.join(compiled.stages)})")
     source = compiled.loader.engine.processor.source
     if type(source).__module__.startswith("thresher.dataset"):
         raise ConfigError(
@@ -157,14 +93,17 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
     Args:
         loader: a DataLoader (any process's: all share the global stream) or its iterator
             (whose skipped steps are then shown); or a Dataset (or its iterator) whose last
-            stage reads a source directly and that is not packed.
+            stage reads a source directly, packed (``pack``) or not.
         step: the step number, counted as in the run without skips (the (step+1)-th batch).
-        process_index: one process, or None for all ``shard_count`` processes.
+        process_index: one process, or None for all ``shard_count`` processes (from a
+            ledger: every process that delivered a batch at that step).
         state: a saved state of the run; its skipped steps and blocked records are shown.
-        ledger: the run's ledger directory (``DataLoader(..., ledger=DIR)``). Needed when the
-            pipeline's steps depend on the data (a Filter before the Batch, ``errors="skip"``):
-            the positions each step consumed are read from it (``delivered`` then says how
-            many of them the Filter let through).
+        ledger: the run's ledger directory (``DataLoader(..., ledger=DIR)``, ``it.ledger(DIR)``).
+            Needed when the pipeline's steps depend on the data (a Filter before the Batch,
+            ``errors="skip"``): the positions each step consumed are read from it (``delivered``
+            then says how many of them the Filter let through), in the geometry of the run
+            segment that delivered it (restarts on other process counts included); and for a
+            packed Dataset, whose segments it names (``segments``, see thresher.forensics.explain_packed).
 
     Raises ConfigError when the pipeline's steps depend on the data and no ledger is
     given, or when no process has step ``step`` (past the end).
@@ -179,6 +118,11 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
         >>> p.record_keys.tolist(), p.delivered, batches[1]
         ([6, 7, 8, 9, 10, 11], 4, [7, 8, 10, 11])
     """
+    compiled = _compiled(loader)
+    if compiled is not None and compiled.front is not None:  # packed: rows of windows, from the ledger
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or not 0 <= step <= _MAX_POSITION:
+            raise ConfigError(f"step must be an int in [0, 2**62], got {step!r}")
+        return explain_packed(compiled, int(step), process_index, ledger)
     loader = _as_loader(loader)
     processor, skips, blocked = _parts(loader)
     engine = getattr(loader, "engine", None)
@@ -207,42 +151,28 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
                           f"on process {procs[0]} ({geo.total} global positions, batch size {geo.batch_size})")
     G = geo.global_batch
     skipped = bool(skips) and skips.intersects(step * G, (step + 1) * G)
-    return _provenance(processor, step, skipped, pieces, blocked)
-
-
-def _provenance(processor: Any, step: int, skipped: bool, pieces: list[tuple[int, np.ndarray, np.ndarray]],
-                blocked: SkipRanges, delivered: int | None = None) -> StepProvenance:
-    """The provenance of ``pieces``: (process, local positions, global positions) of one step."""
-    sampler = processor.sampler
-    procs_col = np.concatenate([np.full(len(p[1]), p[0], dtype=np.int64) for p in pieces])
-    local = np.concatenate([p[1] for p in pieces])
-    glob = np.concatenate([p[2] for p in pieces])
-    keys, epochs = sampler.record_keys(glob)
-    seeds = sampler.rng_seeds(glob)
-    locs = record_locations(processor.source, keys.tolist())
-    randoms = tuple((op.name, int(op.salt)) for op in processor.plan.record_ops if op.random)
-    return StepProvenance(step, skipped, procs_col, local, glob, epochs.astype(np.int64), keys.astype(np.int64),
-                          seeds, randoms, None if locs is None else tuple(locs), blocked.contains(keys), delivered)
+    return provenance(processor, step, skipped, pieces, blocked)
 
 
 def _from_ledger(processor: Any, engine: Any, step: int, process_index: int | None,
                  directory: str | os.PathLike[str], blocked: SkipRanges) -> StepProvenance:
-    """Step ``step`` of a run whose steps depend on the data, from the positions its ledger recorded."""
-    shard_count = processor.sampler.shard_count
-    procs = range(shard_count) if process_index is None else [int(process_index)]
-    if process_index is not None and not 0 <= int(process_index) < shard_count:
-        raise ConfigError(f"process_index must be in [0, {shard_count}), got {process_index!r}")
+    """Step ``step`` of a run whose steps depend on the data, from the positions its ledger recorded.
+
+    Each process's step is read in the shard geometry of the run segment that delivered
+    it (restarts on another number of processes included), less the positions that
+    segment left out as consumed before it.
+    """
     pieces: list[tuple[int, np.ndarray, np.ndarray]] = []
     delivered = 0
-    for i in procs:
-        steps = ledger_steps(directory, i)
-        check_fingerprint(steps, engine)
-        if step >= len(steps.ranges):
-            raise ConfigError(f"{steps.path} records {len(steps.ranges)} steps of process {i}; step {step} "
-                              "is past them (not reached yet, or past the end of the stream)")
-        r = steps.ranges[step]
-        local = np.arange(r.start, r.stop, dtype=np.int64)
-        pieces.append((i, local, steps.geometry.to_global_array(local)))
-        delivered += r.delivered
-    return _provenance(processor, step, False, pieces, blocked, delivered)
-
+    for i, stream, line in steps_at(directory, step, process_index, engine, packed=False):
+        if line.stop - line.start > _MAX_LISTED:
+            raise ConfigError(f"{stream.path}: step {step} of process {i} consumed {line.stop - line.start} "
+                              f"positions, more than explain lists ({_MAX_LISTED})")
+        local = np.arange(line.start, line.stop, dtype=np.int64)
+        glob = stream.geometry.to_global_array(local)
+        if stream.consumed is not None:  # left out by this segment: consumed before the host change
+            kept = ~stream.consumed.contains(glob)
+            local, glob = local[kept], glob[kept]
+        pieces.append((i, local, glob))
+        delivered += line.delivered
+    return provenance(processor, step, False, pieces, blocked, delivered)

@@ -122,6 +122,8 @@ class DataLoaderIterator:
         self._ledger_dir: str | None = engine.ledger
         self._ledger_begun = False  # its begin line is written by the first next() or restore
         self._merged_from: Consumed | None = None  # the merged state's exclusions, when restored from one
+        #: Fields a wrapper adds to the ledger's begin lines (a packed Dataset: the rows it resumes at).
+        self.ledger_fields: dict[str, Any] = {}
         self._reset(position)
 
     # -- life cycle ---------------------------------------------------------------------
@@ -158,15 +160,19 @@ class DataLoaderIterator:
 
         Batches computed ahead and not yet returned are dropped (their memory freed).
         """
+        self._stop()
+        if self._ledger is not None:
+            ledger, self._ledger = self._ledger, None
+            ledger.close()
+
+    def _stop(self) -> None:
+        """Stops the producer; the ledger stays open (a packed Dataset notes its last steps after the end)."""
         self._closed = True
         if self._batcher.pending:
             self._batcher = self._new_batcher()
         if self._producer is not None:
             producer, self._producer = self._producer, None
             producer.close()
-        if self._ledger is not None:
-            ledger, self._ledger = self._ledger, None
-            ledger.close()
 
     def __enter__(self) -> DataLoaderIterator:
         return self
@@ -220,7 +226,7 @@ class DataLoaderIterator:
                 if self._ledger is not None:
                     stop = self._engine.processor.sampler.local_length
                     self._ledger.end(self._ledger_from, self._ledger_from if stop is None else stop)
-                self.close()
+                self._stop()
                 raise StopIteration
             assert self._producer is not None
             try:
@@ -272,8 +278,7 @@ class DataLoaderIterator:
         ``position`` is the first position of this process's stream not yet in an
         emitted batch. Nothing else is needed to resume: restore cost is O(1).
         """
-        if self._ledger is not None:
-            self._ledger.sync()  # a checkpoint: the ledger's lines so far are on disk
+        self.sync_ledger()
         state = self._engine.state_at(self._state_position)
         ex = self._engine.processor.exclusions
         if self._skips or ex is not None:
@@ -380,7 +385,20 @@ class DataLoaderIterator:
             "consumed": consumed.to_json() if consumed is not None else None,
             "skips": self._skips.to_json(), "blocked": ex.records.to_json() if ex is not None else [],
             "merged": None if merged is None else {"parent": merged.parent, "layer": merged.layers[-1].to_json()},
+            **self.ledger_fields,
         })
+
+    def sync_ledger(self) -> None:
+        """A checkpoint: the ledger's lines so far are made durable (its begin line written if not yet)."""
+        if self._ledger_dir is not None and not self._ledger_begun:
+            self._begin_ledger()
+        if self._ledger is not None:
+            self._ledger.sync()
+
+    @property
+    def ledger_writer(self) -> LedgerWriter | None:
+        """The open delivery ledger (None before the first step or without one)."""
+        return self._ledger
 
     @property
     def engine(self) -> Engine:

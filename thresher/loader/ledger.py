@@ -13,6 +13,13 @@
 - an ``end`` line when the stream is exhausted (the positions consumed after the
   last batch: filtered elements, a dropped remainder).
 
+A packed Dataset's iterator (``Dataset.pack``) adds two kinds: a ``pw`` line per
+packed window it loads (the window's local position ``w``, its first stream position
+``a``, the offsets of its placed records as runs ``o``, their lengths ``n`` and rows
+``r`` as ``encode_ints`` writes them: a few bytes a record) and a ``pk`` line per
+delivered step (the windows and rows it took, ``p``: ``[w, first row, end row, ...]``);
+its begin lines carry ``pack``, the rows of the window it resumes in.
+
 Each line is JSON followed by its CRC-32 and written with a single ``write`` on a
 file opened for appending, so a kill leaves whole lines (at most the last one torn,
 which its checksum shows); ``get_state`` (a checkpoint) also syncs the file to disk.
@@ -31,12 +38,16 @@ Example:
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import zlib
 from typing import Any
 
-__all__ = ["LEDGER_SUFFIX", "LedgerWriter", "decode_line", "encode_line", "ledger_path"]
+import numpy as np
+
+__all__ = ["LEDGER_SUFFIX", "LedgerWriter", "as_runs", "decode_ints", "decode_line", "encode_ints", "encode_line",
+           "ledger_path"]
 
 LEDGER_SUFFIX = ".ledger"
 
@@ -66,6 +77,56 @@ def decode_line(line: str) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
+def as_runs(values: np.ndarray) -> list[int]:
+    """Increasing ints as runs ``[first, end, first, end, ...]`` (consecutive values cost one pair).
+
+    Example:
+        >>> as_runs(np.array([0, 1, 2, 5, 6, 9]))
+        [0, 3, 5, 7, 9, 10]
+    """
+    v = np.asarray(values, dtype=np.int64)
+    if not v.size:
+        return []
+    cut = np.nonzero(np.diff(v) != 1)[0] + 1
+    starts, ends = v[np.concatenate([[0], cut])], v[np.concatenate([cut - 1, [v.size - 1]])] + 1
+    return np.stack([starts, ends], axis=1).reshape(-1).tolist()
+
+
+def encode_ints(values: np.ndarray) -> str:
+    """Ints in [0, 2**63) as ``"<bytes each>:<base64 of them, little-endian>"`` (the narrowest of 1, 2, 4, 8).
+
+    Example:
+        >>> encode_ints(np.array([3, 300]))
+        '2:AwAsAQ=='
+    """
+    v = np.asarray(values, dtype=np.int64)
+    top = int(v.max()) if v.size else 0
+    width = 1 if top < 2**8 else 2 if top < 2**16 else 4 if top < 2**32 else 8
+    return f"{width}:{base64.b64encode(v.astype(f'<u{width}').tobytes()).decode()}"
+
+
+def decode_ints(text: Any, limit: int) -> np.ndarray | None:
+    """The ints of ``encode_ints`` (int64), or None when ``text`` is not such a string or one exceeds ``limit``.
+
+    Example:
+        >>> decode_ints('2:AwAsAQ==', 1000).tolist(), decode_ints('2:AwAsAQ==', 100)
+        ([3, 300], None)
+    """
+    if not isinstance(text, str) or len(text) > 2**28 or text[1:2] != ":" or text[:1] not in ("1", "2", "4", "8"):
+        return None
+    width = int(text[0])
+    try:
+        raw = base64.b64decode(text[2:], validate=True)
+    except ValueError:
+        return None
+    if len(raw) % width:
+        return None
+    v = np.frombuffer(raw, dtype=f"<u{width}").astype(np.uint64)
+    if v.size and int(v.max()) > limit:
+        return None
+    return v.astype(np.int64)
+
+
 class LedgerWriter:
     """Appends one process's ledger lines (see the module docstring).
 
@@ -87,6 +148,11 @@ class LedgerWriter:
         if self._fd is not None:
             os.write(self._fd, encode_line(obj))
 
+    def _write_text(self, text: str) -> None:
+        """A line whose JSON text is already made (the lines of every step: formatting beats json.dumps)."""
+        if self._fd is not None:
+            os.write(self._fd, f"{text} {zlib.crc32(text.encode()):08x}\n".encode())
+
     def begin(self, info: dict[str, Any]) -> None:
         """A (re)start: ``info`` says where and how (built by the iterator)."""
         self._step = 0
@@ -94,8 +160,17 @@ class LedgerWriter:
 
     def step(self, start: int, stop: int, count: int) -> None:
         """A delivered step: local positions [start, stop) consumed, ``count`` elements."""
-        self._write({"k": "s", "t": self._step, "a": start, "e": stop, "n": count})
+        self._write_text(f'{{"k":"s","t":{self._step},"a":{start},"e":{stop},"n":{count}}}')
         self._step += 1
+
+    def window(self, position: int, start: int, layout: np.ndarray) -> None:
+        """A packed window loaded at local position ``position`` (see ``PackedBlock.layout``)."""
+        self._write({"k": "pw", "w": position, "a": start, "o": as_runs(layout[0] - start),
+                     "n": encode_ints(layout[1]), "r": encode_ints(layout[2])})
+
+    def packed(self, parts: list[int]) -> None:
+        """A delivered packed step: ``[w, first row, end row, ...]`` of the windows it took."""
+        self._write_text('{"k":"pk","p":[' + ",".join(map(str, parts)) + "]}")
 
     def end(self, start: int, stop: int) -> None:
         """The stream is exhausted: positions [start, stop) were consumed without a batch."""
