@@ -32,6 +32,7 @@ import numpy as np
 
 from thresher._compat import as_state
 from thresher.dataset.compile import Compiled
+from thresher.dataset.hand_over import HandOver
 from thresher.dataset.mix import MixSchedule
 from thresher.dataset.packing import PackedBlock, PackingStats
 from thresher.dataset.rebatch import run_batch_maps
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     from thresher.dataset.dataset import Dataset
 
 __all__ = ["DatasetIterator", "PackIterator"]
+
+_HAND_OVER_DEPTH = 2  # batches a packed iterator with workers keeps ready
 
 
 class DatasetIterator:
@@ -201,9 +204,18 @@ class PackIterator(DatasetIterator):
         self._row = 0  # rows of the current block already emitted
         self._done = False
         self._stats = PackingStats()
+        # With workers, batches are assembled ahead on a thread (hand_over); ``_handed`` is then
+        # the cursor and stats after the last batch handed over (the fields above run ahead).
+        workers = compiled.loader.worker_count
+        self._ahead_depth = _HAND_OVER_DEPTH if workers == "auto" or workers > 0 else 0
+        self._ahead: HandOver[PackIterator, tuple[Any, tuple[int, int], PackingStats]] | None = None
+        self._handed: tuple[tuple[int, int], PackingStats] | None = None
+        self._resync = False
 
     def packing_stats(self) -> PackingStats:
         """Rows, tokens and padding emitted by this iterator so far."""
+        if self._handed is not None:
+            return PackingStats(**vars(self._handed[1]))
         return PackingStats(**vars(self._stats))
 
     def _load(self) -> bool:
@@ -239,7 +251,8 @@ class PackIterator(DatasetIterator):
             self._stats.padding_tokens += (hi - lo) * self._front.seq_len - tokens
         return parts
 
-    def __next__(self) -> Any:
+    def _assemble(self) -> Any:
+        """The next row or batch of rows, before the batch maps (StopIteration at the end)."""
         batch = self._front.batch
         if batch is None:
             parts = self._take(1)
@@ -254,16 +267,60 @@ class PackIterator(DatasetIterator):
         names = list(parts[0][0].rows)
         if len(parts) == 1:
             block, lo, hi = parts[0]
-            out: Any = {name: block.rows[name][lo:hi] for name in names}
+            return {name: block.rows[name][lo:hi] for name in names}
+        return {name: np.concatenate([b.rows[name][lo:hi] for b, lo, hi in parts]) for name in names}
+
+    def _assemble_ahead(self) -> tuple[Any, tuple[int, int], PackingStats]:
+        """What the hand-over thread makes: a batch, the cursor after it and the stats then."""
+        out = self._assemble()
+        return out, self._cursor(), PackingStats(**vars(self._stats))
+
+    def __next__(self) -> Any:
+        if self._ahead_depth:
+            if self._resync:  # an interrupted next(): the fields ran ahead of the batches handed over
+                self._resync = False
+                self.set_state(self.get_state())
+            if self._ahead is None:
+                if self._handed is None:  # (not None after close(): the fields ran ahead of it)
+                    self._handed = (self._cursor(), PackingStats(**vars(self._stats)))  # makes self._it here
+                self._ahead = HandOver(self, PackIterator._assemble_ahead, self._ahead_depth)
+            ahead = self._ahead
+            try:
+                out, cursor, stats = ahead.get()
+            except BaseException:
+                self._ahead = None
+                if ahead.finished:  # the stream's end or error: the fields are where the batches are
+                    self._handed = None
+                else:  # interrupted (KeyboardInterrupt) while waiting
+                    ahead.stop()
+                    self._resync = True
+                raise
+            self._handed = (cursor, stats)
         else:
-            out = {name: np.concatenate([b.rows[name][lo:hi] for b, lo, hi in parts]) for name in names}
+            out = self._assemble()
         return run_batch_maps(self._front.batch_fns, out, "map on packed batches")
 
-    def get_state(self) -> dict[str, Any]:
+    def _cursor(self) -> tuple[int, int]:
+        """(engine position, rows of its window already emitted) after the rows taken so far."""
         if self._block is not None and self._row < self._block.num_rows:
-            position, rows = self._block_position, self._row
-        else:
-            position, rows = self._it.position, 0
+            return self._block_position, self._row
+        return self._it.position, 0
+
+    def _stop_ahead(self, wait_s: float | None = None) -> None:
+        if self._ahead is not None:
+            self._ahead.stop(wait_s)
+            self._ahead = None
+
+    def close(self) -> None:
+        """Stops the hand-over thread, then the engine's iterator (and its workers)."""
+        if self._ahead is not None:
+            self._ahead.stop_soon()
+            self._ahead = None
+            self._block, self._done = None, True  # rows assembled ahead are not handed over after a close
+        super().close()
+
+    def get_state(self) -> dict[str, Any]:
+        position, rows = self._cursor() if self._handed is None else self._handed[0]
         state = self._compiled.loader.state_at(position)
         return replace(state, extensions=Extensions(pack_rows=rows)).to_json()
 
@@ -275,6 +332,8 @@ class PackIterator(DatasetIterator):
                 "a packed dataset's state needs state['dataset']['pack']['rows'] (an int >= 0); "
                 "this state was not saved by a packed dataset"
             )
+        self._stop_ahead()
+        self._handed, self._resync = None, False
         self._start(saved)
         self._block, self._row, self._done = None, 0, False
         if rows:
