@@ -37,15 +37,19 @@ _KINDS = frozenset("biufcmM")  # plain numbers, booleans, datetimes: no objects,
 def stack_strided(elements: Sequence[Any]) -> np.ndarray | None:
     """``np.stack(elements)`` for non-contiguous arrays with a short contiguous last axis, or None."""
     first = elements[0]
-    if type(first) is not np.ndarray or first.ndim < 2 or first.flags.c_contiguous:
+    if type(first) is not np.ndarray or first.ndim < 2:
         return None
     dtype, shape = first.dtype, first.shape
     item = shape[-1] * dtype.itemsize
     if dtype.kind not in _KINDS or not dtype.isnative or not 0 < item <= MAX_ITEM_BYTES:
         return None
+    strided = False
     for e in elements:
         if type(e) is not np.ndarray or e.dtype != dtype or e.shape != shape or e.strides[-1] != dtype.itemsize:
             return None
+        strided = strided or not e.flags.c_contiguous
+    if not strided:
+        return None  # all contiguous: np.stack copies them as fast
     void = np.dtype((np.void, item))
     out = np.empty((len(elements), *shape), dtype)
     try:
