@@ -91,6 +91,10 @@ def test_close_keeps_the_state_of_the_last_batch_handed_over() -> None:
     assert str(it.packing_stats()) == expected[4][2]
     with pytest.raises(StopIteration):
         next(it)
+    assert json.dumps(it.get_state(), sort_keys=True) == expected[4][1]  # still, after the StopIteration
+    with iter(_with(ds, 2, "thread")) as it2:  # and it restores to the batches after it
+        it2.set_state(it.get_state())
+        assert [x[:2] for x in _walk(it2)] == [x[:2] for x in expected[5:]]
 
 
 def _fails_at_300(k: int) -> np.ndarray:
@@ -154,3 +158,41 @@ def test_hand_over_re_raises_the_producer_error_once_then_ends() -> None:
         ahead.get()
     ahead.stop()
     assert owner.n == 3  # nothing produced past the error
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _slow_tokens(k: int) -> np.ndarray:
+    time.sleep(0.002)
+    return tokens_of(k)
+
+
+def test_an_interrupted_next_loses_no_batch() -> None:
+    import signal
+
+    ds = D.range(300).map(_slow_tokens).pack(64, window=30).batch(12)  # next() mostly waits for the thread
+    expected = [digest(b) for b in ds]
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise _Interrupted
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with iter(_with(ds, 2, "thread")) as it:
+            got = [digest(next(it))]
+            signal.setitimer(signal.ITIMER_REAL, 0.01)  # while next() waits for the thread (Ctrl-C)
+            interrupted = False
+            try:
+                while True:
+                    got.append(digest(next(it)))
+            except _Interrupted:
+                interrupted = True
+            except StopIteration:
+                pass
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            got += [digest(b) for b in it]  # the thread ran ahead meanwhile: nothing skipped or repeated
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    assert interrupted and got == expected

@@ -280,9 +280,10 @@ class PackIterator(DatasetIterator):
             if self._resync:  # an interrupted next(): the fields ran ahead of the batches handed over
                 self._resync = False
                 self.set_state(self.get_state())
+            elif self._ahead is None and self._handed is not None:
+                raise StopIteration  # closed: what was assembled ahead is not handed over
             if self._ahead is None:
-                if self._handed is None:  # (not None after close(): the fields ran ahead of it)
-                    self._handed = (self._cursor(), PackingStats(**vars(self._stats)))  # makes self._it here
+                self._handed = (self._cursor(), PackingStats(**vars(self._stats)))  # makes self._it here
                 self._ahead = HandOver(self, PackIterator._assemble_ahead, self._ahead_depth)
             ahead = self._ahead
             try:
@@ -306,17 +307,16 @@ class PackIterator(DatasetIterator):
             return self._block_position, self._row
         return self._it.position, 0
 
-    def _stop_ahead(self, wait_s: float | None = None) -> None:
+    def _stop_ahead(self) -> None:
         if self._ahead is not None:
-            self._ahead.stop(wait_s)
+            self._ahead.stop()
             self._ahead = None
 
     def close(self) -> None:
         """Stops the hand-over thread, then the engine's iterator (and its workers)."""
         if self._ahead is not None:
             self._ahead.stop_soon()
-            self._ahead = None
-            self._block, self._done = None, True  # rows assembled ahead are not handed over after a close
+            self._ahead = None  # ``_handed`` stays: the state of the last batch handed over
         super().close()
 
     def get_state(self) -> dict[str, Any]:
