@@ -46,6 +46,26 @@ def _describe(batch: Any) -> Any:
     return [list(shape), dtype] if shape is not None else type(batch).__name__
 
 
+_TREE_SAMPLE_S = 0.05
+
+
+def _tree_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) so far of this process and each process below it (workers), by pid."""
+    try:
+        import psutil
+    except ImportError:
+        return {}
+    me = psutil.Process()
+    out: dict[int, float] = {}
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue
+        out[proc.pid] = t.user + t.system
+    return out
+
+
 def measure_throughput(factory: Callable[[], Iterator[Any]], count: Callable[[Any], int],
                        limit_records: int | None, time_cap_s: float | None) -> dict[str, Any]:
     t0 = time.perf_counter()
@@ -53,6 +73,9 @@ def measure_throughput(factory: Callable[[], Iterator[Any]], count: Callable[[An
     first = next(it)
     t1 = time.perf_counter()
     c1 = time.process_time()
+    tree1 = _tree_cpu()
+    tree_last = dict(tree1)  # the latest CPU seen of each process: workers may exit at the epoch's end
+    next_sample = t1 + _TREE_SAMPLE_S
     n_first = count(first)
     records, batches, exhausted = n_first, 1, False
     shapes = _describe(first)
@@ -71,8 +94,13 @@ def measure_throughput(factory: Callable[[], Iterator[Any]], count: Callable[[An
             break
         records += count(batch)
         batches += 1
+        if tree1 and perf() >= next_sample:
+            tree_last.update(_tree_cpu())
+            next_sample = perf() + _TREE_SAMPLE_S
     t2 = time.perf_counter()
     cpu = time.process_time() - c1
+    tree_last.update(_tree_cpu())
+    tree_cpu = sum(t - tree1.get(pid, 0.0) for pid, t in tree_last.items()) if tree1 else None
     del batch
     close = getattr(it, "close", None)
     if close is not None:
@@ -90,6 +118,10 @@ def measure_throughput(factory: Callable[[], Iterator[Any]], count: Callable[[An
         # batch: far less sensitive than wall time to other work on a shared machine.
         "cpu_s": cpu,
         "records_per_cpu_s": (records - n_first) / cpu if cpu > 0 and records > n_first else None,
+        # The same with the CPU of the worker processes too (psutil): the per-core figure of a run
+        # with workers (a worker's CPU after the last sample before it exited is not counted).
+        "tree_cpu_s": tree_cpu,
+        "records_per_tree_cpu_s": (records - n_first) / tree_cpu if tree_cpu and records > n_first else None,
         "first_batch": shapes,
     }
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from thresher._compat import as_state
 from thresher.dataset.compile import Compiled
+from thresher.dataset.hand_over import HandOver
 from thresher.dataset.mix import MixSchedule
 from thresher.dataset.packing import PackedBlock, PackingStats
 from thresher.dataset.rebatch import run_batch_maps
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
     from thresher.dataset.dataset import Dataset
 
 __all__ = ["DatasetIterator", "PackIterator"]
+
+_HAND_OVER_DEPTH = 2  # batches a packed iterator with workers keeps ready
 
 
 class DatasetIterator:
@@ -242,9 +245,18 @@ class PackIterator(DatasetIterator):
         self._stats = PackingStats()
         self._ledger_fields["pack"] = {"rows": 0}
         self._taken: list[int] = []  # [window, first row, end row, ...] of the step being taken, for the ledger
+        # With workers, batches are assembled ahead on a thread (hand_over); ``_handed`` is then
+        # the cursor and stats after the last batch handed over (the fields above run ahead).
+        workers = compiled.loader.worker_count
+        self._ahead_depth = _HAND_OVER_DEPTH if workers == "auto" or workers > 0 else 0
+        self._ahead: HandOver[PackIterator, tuple[Any, list[int], tuple[int, int], PackingStats]] | None = None
+        self._handed: tuple[tuple[int, int], PackingStats] | None = None
+        self._resync = False
 
     def packing_stats(self) -> PackingStats:
         """Rows, tokens and padding emitted by this iterator so far."""
+        if self._handed is not None:
+            return PackingStats(**vars(self._handed[1]))
         return PackingStats(**vars(self._stats))
 
     def _load(self) -> bool:
@@ -286,14 +298,14 @@ class PackIterator(DatasetIterator):
             self._stats.padding_tokens += (hi - lo) * self._front.seq_len - tokens
         return parts
 
-    def __next__(self) -> Any:
+    def _assemble(self) -> Any:
+        """The next row or batch of rows, before the batch maps (StopIteration at the end)."""
         batch = self._front.batch
         if batch is None:
             parts = self._take(1)
             if not parts:
                 raise StopIteration
             block, lo, _ = parts[0]
-            self._delivered()
             return {name: rows[lo] for name, rows in block.rows.items()}
         parts = self._take(batch.batch_size)
         got = sum(hi - lo for _, lo, hi in parts)
@@ -302,11 +314,42 @@ class PackIterator(DatasetIterator):
         names = list(parts[0][0].rows)
         if len(parts) == 1:
             block, lo, hi = parts[0]
-            out: Any = {name: block.rows[name][lo:hi] for name in names}
+            return {name: block.rows[name][lo:hi] for name in names}
+        return {name: np.concatenate([b.rows[name][lo:hi] for b, lo, hi in parts]) for name in names}
+
+    def _assemble_ahead(self) -> tuple[Any, list[int], tuple[int, int], PackingStats]:
+        """What the hand-over thread makes: a batch, the rows it took (for the ledger), the cursor after
+        it and the stats then."""
+        out = self._assemble()
+        return out, self._taken, self._cursor(), PackingStats(**vars(self._stats))
+
+    def __next__(self) -> Any:
+        if self._ahead_depth:
+            if self._resync:  # an interrupted next(): the fields ran ahead of the batches handed over
+                self._resync = False
+                self.set_state(self.get_state())
+            elif self._ahead is None and self._handed is not None:
+                raise StopIteration  # closed: what was assembled ahead is not handed over
+            if self._ahead is None:
+                self._handed = (self._cursor(), PackingStats(**vars(self._stats)))  # makes self._it here
+                self._ahead = HandOver(self, PackIterator._assemble_ahead, self._ahead_depth)
+            ahead = self._ahead
+            try:
+                out, taken, cursor, stats = ahead.get()
+            except BaseException:
+                self._ahead = None
+                if ahead.finished:  # the stream's end or error: the fields are where the batches are
+                    self._handed = None
+                else:  # interrupted (KeyboardInterrupt) while waiting
+                    ahead.stop()
+                    self._resync = True
+                raise
+            self._handed = (cursor, stats)
         else:
-            out = {name: np.concatenate([b.rows[name][lo:hi] for b, lo, hi in parts]) for name in names}
+            out = self._assemble()
+            taken = self._taken
         out = run_batch_maps(self._front.batch_fns, out, "map on packed batches")
-        self._delivered()
+        self._delivered(taken)
         return out
 
     def ledger(self, directory: str | os.PathLike[str]) -> None:
@@ -315,23 +358,38 @@ class PackIterator(DatasetIterator):
         if self._engine_it is None:
             super().ledger(directory)
             return
-        state, stats = self.get_state(), self._stats
+        state, stats = self.get_state(), self.packing_stats()
         super().ledger(directory)
         self.set_state(state)
         self._stats = stats
 
-    def _delivered(self) -> None:
-        """Notes the step just taken in the ledger (if any)."""
+    def _delivered(self, taken: list[int]) -> None:
+        """Notes the step just handed over (``taken``: its rows) in the ledger (if any)."""
         writer = self._engine_it.ledger_writer if self._engine_it is not None else None
         if writer is not None:
-            writer.packed(self._taken)
+            writer.packed(taken)
+
+    def _cursor(self) -> tuple[int, int]:
+        """(engine position, rows of its window already emitted) after the rows taken so far."""
+        if self._block is not None and self._row < self._block.num_rows:
+            return self._block_position, self._row
+        return self._it.position, 0
+
+    def _stop_ahead(self) -> None:
+        if self._ahead is not None:
+            self._ahead.stop()
+            self._ahead = None
+
+    def close(self) -> None:
+        """Stops the hand-over thread, then the engine's iterator (and its workers)."""
+        if self._ahead is not None:
+            self._ahead.stop_soon()
+            self._ahead = None  # ``_handed`` stays: the state of the last batch handed over
+        super().close()
 
     def get_state(self) -> dict[str, Any]:
         self._sync_ledger()
-        if self._block is not None and self._row < self._block.num_rows:
-            position, rows = self._block_position, self._row
-        else:
-            position, rows = self._it.position, 0
+        position, rows = self._cursor() if self._handed is None else self._handed[0]
         state = self._compiled.loader.state_at(position)
         return replace(state, extensions=Extensions(pack_rows=rows)).to_json()
 
@@ -343,6 +401,8 @@ class PackIterator(DatasetIterator):
                 "a packed dataset's state needs state['dataset']['pack']['rows'] (an int >= 0); "
                 "this state was not saved by a packed dataset"
             )
+        self._stop_ahead()
+        self._handed, self._resync = None, False
         self._ledger_fields["pack"] = {"rows": rows}
         self._start(saved)
         self._block, self._row, self._done = None, 0, False

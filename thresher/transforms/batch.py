@@ -9,6 +9,7 @@ import numpy as np
 
 from thresher._validate import check_count
 from thresher.errors import BatchError
+from thresher.transforms.strided_stack import stack_strided
 
 __all__ = ["Batch", "stack"]
 
@@ -107,7 +108,8 @@ def _stack_leaves(elements: Sequence[Any], positions: Sequence[int] | np.ndarray
     first = elements[0]
     if isinstance(first, np.ndarray):
         try:
-            out = np.stack(elements)
+            strided = stack_strided(elements)
+            out = np.stack(elements) if strided is None else strided
         except (ValueError, TypeError):
             pass
         else:
