@@ -9,6 +9,8 @@ would. Rows: the same pipeline (benchmarks/work.py decode + augment + Batch) ove
 - ``s3``: the same files in a bucket, thresher's byte-range reader with its default
   options (requests of a batch coalesced per chunk and issued concurrently, the next
   batches read ahead, decoded chunks kept in a per-process cache);
+- ``s3 cache/4``: the same with a chunk cache of a quarter of the files' bytes, as for a
+  dataset four times larger than the cache (so no ``fill_cache`` either);
 - ``s3 naive``: the same reader with one request per chunk, one at a time and no cache
   (``max_concurrency=1``, no coalescing): what reading record by record through a
   mount costs;
@@ -185,11 +187,11 @@ def _print(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float)
           f"the server's ceiling: {rows[0]['ceiling'] if rows else 0:,.0f} requests/s\n")
     print("req/batch, bytes/chunk: a random batch read alone (no cache); in epoch: the batches of an epoch "
           "read in order by one process with the chunk cache\n")
-    print(f"{'workload':<9}{'group':>6}  {'source':<10}{'workers':>8}{'records/s':>11}{'MB/s':>8}"
+    print(f"{'workload':<9}{'group':>6}  {'source':<11}{'workers':>8}{'records/s':>11}{'MB/s':>8}"
           f"{'vs local':>10}{'req/batch':>11}{'bytes/chunk':>13}{'in epoch':>10}{'bytes/chunk':>13}"
           f"{'startup KiB':>13}{'client CPU µs/req':>19}")
     for r in rows:
-        print(f"{r['workload']:<9}{r['group']:>6}  {r['where']:<10}{r['workers']!s:>8}"
+        print(f"{r['workload']:<9}{r['group']:>6}  {r['where']:<11}{r['workers']!s:>8}"
               f"{r['rate']:>11,.0f}{r['mb_s']:>8.1f}{r['ratio']:>10.2f}"
               + (f"{r['req_per_batch']:>11.1f}{r['bytes_ratio']:>13.2f}{r['epoch_req_per_batch']:>10.1f}"
                  f"{r['epoch_bytes_ratio']:>13.3f}{r['startup_kib']:>13.0f}{r['cpu_us_per_request']:>19.0f}"
@@ -242,6 +244,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     record_bytes = base["payload_bytes"] / base["num_records"]
                     sources = {"local": th.sources.ArrayRecordSource(paths),
                                "s3": th.sources.ArrayRecordSource(urls, storage_options=so),
+                               "s3 cache/4": th.sources.ArrayRecordSource(
+                                   urls, storage_options=so,
+                                   read_options=RemoteReadOptions(cache_bytes=sum(map(os.path.getsize, paths)) // 4)),
                                "s3 naive": th.sources.ArrayRecordSource(urls, storage_options=so,
                                                                         read_options=NAIVE)}
                     sources = {k: v for k, v in sources.items() if k in args.sources.split(",")}
@@ -253,8 +258,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                                     _rate(src, workload, workers, seconds, r, server, args.warmup))
                     no_cache = th.sources.ArrayRecordSource(urls, storage_options=so, read_options=NO_CACHE)
                     req_per_batch, bytes_per_record, cpu_per_request = _fetch_costs(no_cache, workload, server)
-                    epoch_req, epoch_bytes = _epoch_costs(sources["s3"], workload, server,
-                                                          1.0 if args.tiny else 10.0)
+                    epoch = {where: _epoch_costs(src, workload, server, 1.0 if args.tiny else 10.0)
+                             for where, src in sources.items() if where != "local"}
                     ceiling = _server_ceiling(server, os.path.join(prefix, os.path.basename(paths[0])),
                                               0.5 if args.tiny else 3.0)
                     for (where, workers), runs in results.items():
@@ -265,9 +270,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                                      "mb_s": rate * record_bytes / 1e6,
                                      "req_per_batch": req_per_batch,
                                      "bytes_ratio": bytes_per_record / per_record,
-                                     "epoch_req_per_batch": epoch_req,
+                                     "epoch_req_per_batch": epoch.get(where, (0.0, 0.0))[0],
                                      "cpu_us_per_request": cpu_per_request * 1e6,
-                                     "epoch_bytes_ratio": epoch_bytes / per_record,
+                                     "epoch_bytes_ratio": epoch.get(where, (0.0, 0.0))[1] / per_record,
                                      "startup_kib": statistics.median(x[1] for x in runs) / 1024,
                                      "ceiling": ceiling})
     finally:

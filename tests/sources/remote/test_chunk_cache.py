@@ -215,3 +215,22 @@ def test_a_small_dataset_is_fetched_in_a_few_windows_then_read_from_memory(tmp_p
         assert srv.stats()["requests"] == 2  # only the chunks asked for
         src.close()
         exact.close()
+
+
+def test_prepared_datasets_in_a_bucket_ask_the_loader_to_read_ahead(tmp_path: Any) -> None:
+    with RangeServer(str(tmp_path / "buckets")) as srv:
+        so = srv.s3_options()
+        srv.make_bucket("prep")
+        data = {"train": [{"x": i} for i in range(40)]}
+        features = {"x": th.features.Scalar("int64")}
+        th.prepare("s3://prep/toy", data, features=features, storage_options=so, progress=False)
+        th.prepare(str(tmp_path / "toy"), data, features=features, progress=False)
+        remote = th.data_source("s3://prep/toy", split="train", storage_options=so)
+        local = th.data_source(str(tmp_path / "toy"), split="train")
+        assert th.sources.suggested_reads_in_flight(remote) > 0
+        assert th.sources.suggested_reads_in_flight(local) == 0
+        sampler = th.IndexSampler(40, shuffle=True, seed=1)
+        got = [b["x"] for b in th.DataLoader(remote, sampler, [th.Batch(8)], worker_count=0)]
+        want = [b["x"] for b in th.DataLoader(local, sampler, [th.Batch(8)], worker_count=0)]
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+        remote.close()
