@@ -9,8 +9,8 @@ would. Rows: the same pipeline (benchmarks/work.py decode + augment + Batch) ove
 - ``s3``: the same files in a bucket, thresher's byte-range reader with its default
   options (requests of a batch coalesced per chunk and issued concurrently, the next
   batches read ahead, decoded chunks kept in a per-process cache);
-- ``s3 cache/4``: the same with a chunk cache of a quarter of the files' bytes, as for a
-  dataset four times larger than the cache (so no ``fill_cache`` either);
+- ``s3 cache/4``: the same with a chunk cache of a quarter of the records' bytes, as for
+  a dataset four times larger than the cache (so no ``fill_cache`` either);
 - ``s3 naive``: the same reader with one request per chunk, one at a time and no cache
   (``max_concurrency=1``, no coalescing): what reading record by record through a
   mount costs;
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                                "s3": th.sources.ArrayRecordSource(urls, storage_options=so),
                                "s3 cache/4": th.sources.ArrayRecordSource(
                                    urls, storage_options=so,
-                                   read_options=RemoteReadOptions(cache_bytes=sum(map(os.path.getsize, paths)) // 4)),
+                                   read_options=RemoteReadOptions(cache_bytes=base["payload_bytes"] // 4)),
                                "s3 naive": th.sources.ArrayRecordSource(urls, storage_options=so,
                                                                         read_options=NAIVE)}
                     sources = {k: v for k, v in sources.items() if k in args.sources.split(",")}

@@ -34,8 +34,11 @@ __all__ = ["ArrayRecordSource", "resolve_paths"]
 PathLike = Union[str, "os.PathLike[str]"]
 _READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
 _GLOB_CHARS = frozenset("*?[")
-#: Reads in flight a source of URLs suggests to the loader (batches read ahead on threads).
-REMOTE_READS_IN_FLIGHT = 4
+#: Reads in flight a source of URLs suggests to the loader: one thread reads the next
+#: batches, each whole (its requests concurrent), while this one is transformed. More
+#: threads would cut a batch into slices that coalesce fewer neighbouring chunks (in
+#: benchmarks/remote_read.py, group_size 64: 2x slower with 2 or 4).
+REMOTE_READS_IN_FLIGHT = 1
 
 
 def _reader_class() -> Any:

@@ -234,3 +234,27 @@ def test_prepared_datasets_in_a_bucket_ask_the_loader_to_read_ahead(tmp_path: An
         want = [b["x"] for b in th.DataLoader(local, sampler, [th.Batch(8)], worker_count=0)]
         assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
         remote.close()
+
+
+def test_filling_stops_once_decoded_chunks_do_not_fit(tmp_path: Any) -> None:
+    path = os.path.join(tmp_path, "zeros.array_record")
+    write_native(path, [bytes(2000)] * 400, "group_size:8,zstd:1")  # tiny on disk, 800 KB decoded
+    size = os.path.getsize(path)
+    src = th.sources.ArrayRecordSource(path, reader="ranges",
+                                       read_options=RemoteReadOptions(cache_bytes=max(4 * size, 50_000)))
+    reader = src._ranges
+    assert reader is not None
+    cache = reader._process()["cache"]
+    key = 0
+    while not cache.evictions:  # fills while it fits, then evicts
+        assert src[key] == bytes(2000)
+        key += 8
+    index = reader.index(0)
+    for k in (399, 200, 3):
+        if (0, k // 8) in cache._entries:
+            continue
+        before = reader.bytes_read
+        assert src[k] == bytes(2000)
+        c = k // 8
+        assert reader.bytes_read - before == int(index.chunk_ends()[c] - index.chunk_offsets[c])  # its chunk only
+    src.close()

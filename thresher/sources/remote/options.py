@@ -32,7 +32,8 @@ class RemoteReadOptions:
         fill_cache: when all the objects together take at most a quarter of
             ``cache_bytes``, a missing chunk is fetched with the other chunks of the aligned
             ``max_request_bytes`` window around it: a small dataset is then fetched in a
-            few large requests, once per process, and read from memory after that.
+            few large requests, once per process, and read from memory after that. Filling
+            stops at the first eviction (the decoded chunks did not fit after all).
         verify_headers: check the HighwayHash of every chunk header and block header read
             (about 10-30 µs each in Python; footers are always checked). Chunk data hashes
             are not checked (see ``thresher.sources.remote.format``).

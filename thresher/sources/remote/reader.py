@@ -306,8 +306,8 @@ class RangeReader:
         cache: ChunkCache = self._process()["cache"]
         deadline = time.monotonic() + self.options.timeout
         chunks, waits, mine = cache.claim(wanted)
-        mine += cache.claim(self._around(mine, set(wanted)))[2]
         try:
+            mine += cache.claim(self._around(mine, set(wanted)))[2]
             chunks.update(self._fetch_chunks(pairs, groups, mine))
         except BaseException as e:
             cache.abandon(mine, e)
@@ -329,10 +329,13 @@ class RangeReader:
         return out
 
     def _around(self, claimed: Sequence[tuple[int, int]], wanted: set[tuple[int, int]]) -> list[tuple[int, int]]:
-        """With ``fill_cache``, when every object together fits in a quarter of the cache: the
-        other chunks of the aligned ``max_request_bytes`` windows that hold ``claimed``."""
+        """With ``fill_cache``, when every object together fits in a quarter of the cache and
+        the cache has not evicted anything yet (decoded chunks may be larger than the objects:
+        once they do not fit, filling stops): the other chunks of the aligned
+        ``max_request_bytes`` windows that hold ``claimed``."""
         o = self.options
-        if not (o.fill_cache and 0 < 4 * sum(x.size for x in self.objects) <= o.cache_bytes):
+        cache: ChunkCache = self._process()["cache"]
+        if not (o.fill_cache and 0 < 4 * sum(x.size for x in self.objects) <= o.cache_bytes) or cache.evictions:
             return []
         span = o.max_request_bytes
         out: set[tuple[int, int]] = set()
