@@ -7,20 +7,27 @@ would. Rows: the same pipeline (benchmarks/work.py decode + augment + Batch) ove
 
 - ``local``: the files on local disk, array_record's native reader;
 - ``s3``: the same files in a bucket, thresher's byte-range reader with its default
-  options (requests of a batch coalesced per chunk and issued concurrently);
-- ``s3 naive``: the same reader with one request per chunk, one at a time
+  options (requests of a batch coalesced per chunk and issued concurrently, the next
+  batches read ahead, decoded chunks kept in a per-process cache);
+- ``s3 cache/4``: the same with a chunk cache of a quarter of the records' bytes, as for
+  a dataset four times larger than the cache (so no ``fill_cache`` either);
+- ``s3 naive``: the same reader with one request per chunk, one at a time and no cache
   (``max_concurrency=1``, no coalescing): what reading record by record through a
   mount costs;
 
-each with ``worker_count`` 0 and ``"auto"``. Reported: records/s and MB/s of records
-delivered (median of ``--repeats`` windows of ``--seconds``, after the first batch and
-``--warmup`` seconds more, so that worker processes have started and imported s3fs), the
-ratio to local disk with the same worker count; the server's ceiling (requests/s that 32
-plain ``http.client`` threads get from it: a remote row cannot pass it, one request per
-chunk); then, for random batches read directly
-from the remote source, requests per batch and body bytes fetched per record against
-the bytes of the chunk that holds a record, and the KiB fetched before the first batch
-(footers, read once per process, and that batch).
+each with ``worker_count`` 0 and ``"auto"``, for files written with each of
+``--group-sizes`` (1: thresher's default; 65536: array_record's writer's default).
+Reported: records/s and MB/s of records delivered (median of ``--repeats`` windows of
+``--seconds``, after the first batch and ``--warmup`` seconds more, so that worker
+processes have started and imported s3fs; every run starts with a cold chunk cache),
+the ratio to local disk with the same worker count; the server's ceiling (requests/s
+that 32 plain ``http.client`` threads get from it: with one request per chunk and no
+cache hits, a remote row cannot pass it); then, for random batches read alone without
+the cache, requests per batch, body bytes fetched per record against the bytes of the
+chunk that holds a record, and the client's CPU per request; the same two figures
+while one process reads the batches of a shuffled epoch in order with the cache (up to
+10 s of it); and the KiB fetched before the first batch (footers, read once per
+process, and that batch).
 
     python -m benchmarks.remote_read --quick
 """
@@ -44,7 +51,8 @@ from benchmarks.datasets import ensure
 from thresher.sources.remote import RemoteReadOptions
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NAIVE = RemoteReadOptions(max_concurrency=1, max_gap_bytes=0, max_request_bytes=1)
+NAIVE = RemoteReadOptions(max_concurrency=1, max_gap_bytes=0, max_request_bytes=1, cache_bytes=0)
+NO_CACHE = RemoteReadOptions(cache_bytes=0)
 
 
 def _ops(workload: str) -> list[Any]:
@@ -77,19 +85,44 @@ def _rate(source: Any, workload: str, workers: Any, seconds: float, seed: int,
         records += _count(next(it))
     elapsed = time.perf_counter() - start
     it.close()
+    if hasattr(source, "close"):
+        source.close()  # the next run starts with a cold chunk cache, as a new job would
     return records / elapsed, startup
 
 
-def _fetch_costs(source: Any, workload: str, server: Any, batches: int = 10) -> tuple[float, float]:
-    """Requests per batch and body bytes per record for random batches read directly."""
+def _fetch_costs(source: Any, workload: str, server: Any, batches: int = 10) -> tuple[float, float, float]:
+    """Requests per batch, body bytes per record and client CPU seconds per request (this
+    process, all threads) for random batches read directly (``source`` without a chunk
+    cache: what one batch costs on its own)."""
     size = work.W1_BATCH if workload == "W1" else work.W3_BATCH
     source[0]  # footers read
     rng = np.random.default_rng(7)
     server.stats(reset=True)
+    cpu = time.process_time()
     for _ in range(batches):
         source.__getitems__(rng.choice(len(source), size, replace=len(source) < size).tolist())
+    cpu = time.process_time() - cpu
     stats = server.stats(reset=True)
-    return stats["requests"] / batches, stats["body_bytes"] / (batches * size)
+    return stats["requests"] / batches, stats["body_bytes"] / (batches * size), cpu / stats["requests"]
+
+
+def _epoch_costs(source: Any, workload: str, server: Any, seconds: float) -> tuple[float, float]:
+    """Requests per batch and body bytes per record while one process reads the batches of
+    a shuffled epoch in order, with the chunk cache (from cold; for at most ``seconds``)."""
+    size = work.W1_BATCH if workload == "W1" else work.W3_BATCH
+    source.close()  # a cold cache
+    source[0]
+    order = np.random.default_rng(11).permutation(len(source))
+    server.stats(reset=True)
+    batches, stop = 0, time.perf_counter() + seconds
+    for lo in range(0, len(order) - size + 1, size):
+        source.__getitems__(order[lo:lo + size].tolist())
+        batches += 1
+        if time.perf_counter() > stop:
+            break
+    stats = server.stats(reset=True)
+    source.close()
+    return stats["requests"] / max(batches, 1), stats["body_bytes"] / max(batches * size, 1)
 
 
 def _server_ceiling(server: Any, path: str, seconds: float = 3.0, threads: int = 32) -> float:
@@ -152,12 +185,16 @@ def _print(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float)
     print(f"\nremote reads, {args.latency_ms:g} ms per request; median of {args.repeats} x "
           f"{seconds:g} s after {args.warmup:g} s of warm-up; machine shared with other work; "
           f"the server's ceiling: {rows[0]['ceiling'] if rows else 0:,.0f} requests/s\n")
-    print(f"{'workload':<9}{'group':>6}  {'source':<10}{'workers':>8}{'records/s':>11}{'MB/s':>8}"
-          f"{'vs local':>10}{'req/batch':>11}{'bytes/chunk bytes':>19}{'startup KiB':>13}")
+    print("req/batch, bytes/chunk: a random batch read alone (no cache); in epoch: the batches of an epoch "
+          "read in order by one process with the chunk cache\n")
+    print(f"{'workload':<9}{'group':>6}  {'source':<11}{'workers':>8}{'records/s':>11}{'MB/s':>8}"
+          f"{'vs local':>10}{'req/batch':>11}{'bytes/chunk':>13}{'in epoch':>10}{'bytes/chunk':>13}"
+          f"{'startup KiB':>13}{'client CPU µs/req':>19}")
     for r in rows:
-        print(f"{r['workload']:<9}{r['group']:>6}  {r['where']:<10}{r['workers']!s:>8}"
+        print(f"{r['workload']:<9}{r['group']:>6}  {r['where']:<11}{r['workers']!s:>8}"
               f"{r['rate']:>11,.0f}{r['mb_s']:>8.1f}{r['ratio']:>10.2f}"
-              + (f"{r['req_per_batch']:>11.1f}{r['bytes_ratio']:>19.2f}{r['startup_kib']:>13.0f}"
+              + (f"{r['req_per_batch']:>11.1f}{r['bytes_ratio']:>13.2f}{r['epoch_req_per_batch']:>10.1f}"
+                 f"{r['epoch_bytes_ratio']:>13.3f}{r['startup_kib']:>13.0f}{r['cpu_us_per_request']:>19.0f}"
                  if r["where"] != "local" else ""))
 
 
@@ -170,7 +207,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--seconds", type=float, default=None)
     ap.add_argument("--warmup", type=float, default=None, help="seconds read before each window")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--group-sizes", default="1,64", help="group_size of the files (1 = default)")
+    ap.add_argument("--group-sizes", default="1,64,65536",
+                    help="group_size of the files (1: thresher's default, 65536: array_record's)")
     ap.add_argument("--shard-mb", type=int, default=16, help="object size (MiB)")
     ap.add_argument("--workloads", default="W1,W3")
     ap.add_argument("--sources", default="local,s3,s3 naive", help="which rows to measure")
@@ -206,6 +244,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     record_bytes = base["payload_bytes"] / base["num_records"]
                     sources = {"local": th.sources.ArrayRecordSource(paths),
                                "s3": th.sources.ArrayRecordSource(urls, storage_options=so),
+                               "s3 cache/4": th.sources.ArrayRecordSource(
+                                   urls, storage_options=so,
+                                   read_options=RemoteReadOptions(cache_bytes=base["payload_bytes"] // 4)),
                                "s3 naive": th.sources.ArrayRecordSource(urls, storage_options=so,
                                                                         read_options=NAIVE)}
                     sources = {k: v for k, v in sources.items() if k in args.sources.split(",")}
@@ -215,7 +256,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                             for workers in (0,) if args.tiny and where == "s3 naive" else (0, "auto"):
                                 results.setdefault((where, workers), []).append(
                                     _rate(src, workload, workers, seconds, r, server, args.warmup))
-                    req_per_batch, bytes_per_record = _fetch_costs(sources["s3"], workload, server)
+                    no_cache = th.sources.ArrayRecordSource(urls, storage_options=so, read_options=NO_CACHE)
+                    req_per_batch, bytes_per_record, cpu_per_request = _fetch_costs(no_cache, workload, server)
+                    epoch = {where: _epoch_costs(src, workload, server, 1.0 if args.tiny else 10.0)
+                             for where, src in sources.items() if where != "local"}
                     ceiling = _server_ceiling(server, os.path.join(prefix, os.path.basename(paths[0])),
                                               0.5 if args.tiny else 3.0)
                     for (where, workers), runs in results.items():
@@ -226,6 +270,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                                      "mb_s": rate * record_bytes / 1e6,
                                      "req_per_batch": req_per_batch,
                                      "bytes_ratio": bytes_per_record / per_record,
+                                     "epoch_req_per_batch": epoch.get(where, (0.0, 0.0))[0],
+                                     "cpu_us_per_request": cpu_per_request * 1e6,
+                                     "epoch_bytes_ratio": epoch.get(where, (0.0, 0.0))[1] / per_record,
                                      "startup_kib": statistics.median(x[1] for x in runs) / 1024,
                                      "ceiling": ceiling})
     finally:

@@ -34,6 +34,11 @@ __all__ = ["ArrayRecordSource", "resolve_paths"]
 PathLike = Union[str, "os.PathLike[str]"]
 _READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
 _GLOB_CHARS = frozenset("*?[")
+#: Reads in flight a source of URLs suggests to the loader: one thread reads the next
+#: batches, each whole (its requests concurrent), while this one is transformed. More
+#: threads would cut a batch into slices that coalesce fewer neighbouring chunks (in
+#: benchmarks/remote_read.py, group_size 64: 2x slower with 2 or 4).
+REMOTE_READS_IN_FLIGHT = 1
 
 
 def _reader_class() -> Any:
@@ -142,10 +147,10 @@ class ArrayRecordSource:
         (3, b'z', [b'z', b'x'])
     """
 
-    #: Batched reads beat threads (see ReadOptions): for URLs too, as one batched read
-    #: already issues its requests concurrently, and threads reading slices of a chunk's
-    #: keys would fetch a chunk shared by two slices twice (2-4x slower in
-    #: benchmarks/remote_read.py).
+    #: Local files: batched reads beat threads (see ReadOptions). URLs set
+    #: ``REMOTE_READS_IN_FLIGHT`` instead: the loader then starts the reads of the next
+    #: batches while this one is transformed (one batched read already issues its requests
+    #: concurrently; slices that share a chunk share its fetch, see ``chunk_cache``).
     suggested_reads_in_flight = 0
 
     def __init__(self, paths: PathLike | Sequence[PathLike], *,
@@ -166,6 +171,8 @@ class ArrayRecordSource:
             self._paths = [o.url for o in self._ranges.objects]
             lengths = self._ranges.lengths()
             self._sizes = [-1] * len(self._paths)
+            if remote:
+                self.suggested_reads_in_flight = REMOTE_READS_IN_FLIGHT
         else:
             self._paths = resolve_paths(items)
             # Counted in parallel; cached with index=True. The sizes detect a local file that

@@ -57,6 +57,8 @@ class ShardedRecords:
         for path, want, got in zip(files, lengths, self._reader.file_lengths, strict=True):
             if want != got:
                 raise DatasetInfoError(mismatch(path, want, got))
+        if self._reader.suggested_reads_in_flight:  # shards in a bucket: the loader reads ahead
+            self.suggested_reads_in_flight = self._reader.suggested_reads_in_flight
 
     def raw(self, record_key: int) -> bytes:
         """The undecoded record bytes of ``record_key`` (a TFDS split: a serialized Example)."""

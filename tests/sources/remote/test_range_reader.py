@@ -94,7 +94,8 @@ def test_one_request_per_chunk_and_coalescing(tmp_path: "os.PathLike[str]") -> N
     path = os.path.join(tmp_path, "g.array_record")
     records = [bytes([i]) * 1000 for i in range(64)]
     write_native(path, records, "group_size:8,uncompressed")
-    src = th.sources.ArrayRecordSource(path, reader="ranges")
+    no_cache = RemoteReadOptions(cache_bytes=0)  # each read fetches what it needs
+    src = th.sources.ArrayRecordSource(path, reader="ranges", read_options=no_cache)
     reader = src._ranges
     assert reader is not None
     before = reader.requests
@@ -104,7 +105,7 @@ def test_one_request_per_chunk_and_coalescing(tmp_path: "os.PathLike[str]") -> N
     assert src.__getitems__(list(range(0, 64, 8))) == records[0:64:8]
     assert reader.requests - before == 1  # eight neighbouring chunks: coalesced
     small = th.sources.ArrayRecordSource(
-        path, reader="ranges", read_options=RemoteReadOptions(max_request_bytes=9000))
+        path, reader="ranges", read_options=RemoteReadOptions(max_request_bytes=9000, cache_bytes=0))
     assert small._ranges is not None
     before = small._ranges.requests
     assert small.__getitems__(list(range(0, 64, 8))) == records[0:64:8]
@@ -174,7 +175,7 @@ def test_bytes_read_stay_under_1_5x_the_chunks_wanted(
         write_native(path, [rng.bytes(int(rng.integers(0, 900))) for _ in range(300)],
                      "group_size:1,uncompressed")
     src = th.sources.ArrayRecordSource(
-        path, reader="ranges", read_options=RemoteReadOptions(max_gap_bytes=gap))
+        path, reader="ranges", read_options=RemoteReadOptions(max_gap_bytes=gap, cache_bytes=0))
     reader = src._ranges
     assert reader is not None
     index = reader.index(0)

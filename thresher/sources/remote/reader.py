@@ -5,9 +5,11 @@ plus up to 64 KiB before them, and the rest of the footer if it is longer), kept
 process-wide cache keyed by URL, size and version (ETag / mtime), and, with
 ``footer_cache_dir``, on local disk so that worker processes and later runs skip it.
 
-A batch of keys becomes one request per run of neighbouring chunks: keys in the same
-chunk share it, and chunks whose byte extents touch (or lie within ``max_gap_bytes``)
-are read together up to ``max_request_bytes``. The requests of a batch, over all its
+Decoded chunks are kept per process up to ``cache_bytes`` (``chunk_cache``): a chunk
+held there, or being fetched by another thread, costs no request. The other chunks of a
+batch of keys become one request per run of neighbours: keys in the same chunk share
+it, and chunks whose byte extents touch (or lie within ``max_gap_bytes``) are read
+together up to ``max_request_bytes``. The requests of a batch, over all its
 files, run concurrently on a thread pool of ``max_concurrency`` threads; the batch
 fails with a SourceError naming the URL and keys if they are not all back within
 ``timeout`` seconds. Records are returned only when every request of the batch
@@ -34,15 +36,17 @@ import dataclasses
 import functools
 import hashlib
 import os
-import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from thresher.errors import ConfigError, CorruptSourceError, SourceError
+from thresher.errors import CorruptSourceError, SourceError
+from thresher.sources.remote.chunk_cache import ChunkCache, Decoded
+from thresher.sources.remote.footer_cache import read_cached, write_cached
 from thresher.sources.remote.format import (
     BLOCK_SIZE,
     FileIndex,
@@ -53,56 +57,13 @@ from thresher.sources.remote.format import (
     simple_chunk_records,
 )
 from thresher.sources.remote.fs import RemoteObject, describe_error, filesystem, is_url, read_range
+from thresher.sources.remote.options import RemoteReadOptions
 
 __all__ = ["RangeReader", "RemoteReadOptions"]
 
 _FOOTER_GUESS = 64 << 10
 _INDEXES: dict[tuple[str, int, str], FileIndex] = {}
 _INDEXES_LOCK = threading.Lock()
-
-
-@dataclasses.dataclass(frozen=True)
-class RemoteReadOptions:
-    """How records are read over byte ranges.
-
-    Args:
-        max_request_bytes: the largest range one request may cover when neighbouring
-            chunks are coalesced (a single chunk larger than this is still one request).
-        max_gap_bytes: chunks this close are read by one request (the gap is read too, as
-            long as gaps stay under half of the bytes wanted).
-        max_concurrency: requests in flight at once, per process.
-        timeout: seconds a batch (or a footer) may take before a SourceError.
-        footer_cache_dir: a local directory where footer indexes are kept between
-            processes and runs (None: in memory only).
-        verify_headers: check the HighwayHash of every chunk header and block header read
-            (about 10-30 µs each in Python; footers are always checked). Chunk data hashes
-            are not checked (see ``thresher.sources.remote.format``).
-
-    Example:
-        >>> RemoteReadOptions(max_concurrency=8).timeout
-        60.0
-    """
-
-    max_request_bytes: int = 8 << 20
-    max_gap_bytes: int = 4 << 10
-    max_concurrency: int = 32
-    timeout: float = 60.0
-    footer_cache_dir: str | None = None
-    verify_headers: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("max_request_bytes", "max_gap_bytes", "max_concurrency"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (
-                    0 if name == "max_gap_bytes" else 1):
-                raise ConfigError(f"RemoteReadOptions.{name} must be an int >= "
-                                  f"{0 if name == 'max_gap_bytes' else 1}, got {value!r}")
-        if not isinstance(self.verify_headers, bool):
-            raise ConfigError(f"RemoteReadOptions.verify_headers must be True or False, got "
-                              f"{self.verify_headers!r}")
-        if not isinstance(self.timeout, (int, float)) or self.timeout <= 0:
-            raise ConfigError(f"RemoteReadOptions.timeout must be > 0 seconds, got "
-                              f"{self.timeout!r}")
 
 
 @dataclasses.dataclass
@@ -153,7 +114,8 @@ class RangeReader:
             pool = cf.ThreadPoolExecutor(self.options.max_concurrency,
                                          thread_name_prefix="thresher-range")
             local = self._local = {"pid": os.getpid(), "fs": {}, "indexes": {},
-                                   "lock": threading.Lock(), "pool": pool}
+                                   "lock": threading.Lock(), "pool": pool,
+                                   "cache": ChunkCache(self.options.cache_bytes)}
             # The threads end with the reader, not only at interpreter exit.
             weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
         return local
@@ -202,11 +164,11 @@ class RangeReader:
             if key in _INDEXES:
                 return _INDEXES[key]
         cached = self._cache_file(f)
-        index = _read_cached(cached, o.size) if cached else None
+        index = read_cached(cached, o.size) if cached else None
         if index is None:
             index = self._read_footer(f)
             if cached:
-                _write_cached(cached, index)
+                write_cached(cached, index)
         with _INDEXES_LOCK:
             _INDEXES[key] = index
         return index
@@ -257,9 +219,9 @@ class RangeReader:
 
     # --- records -------------------------------------------------------------------
 
-    def _plan(self, f: int, keys: np.ndarray) -> list[_Request]:
+    def _plan(self, f: int, chunks: list[int]) -> list[_Request]:
+        """Range requests for the (sorted) ``chunks`` of file ``f``, neighbours coalesced."""
         index = self.index(f)
-        chunks = np.unique(keys // index.group_size).tolist()
         starts, ends = index.chunk_offsets, index.chunk_ends()
         out: list[_Request] = []
         for c in chunks:
@@ -277,8 +239,12 @@ class RangeReader:
                 out.append(_Request(f, a, b, [c], b - a))
         return out
 
-    def _serve(self, request: _Request, what: str) -> dict[int, tuple[list[int], bytes]]:
+    def _serve(self, request: _Request, what: str, needed: frozenset[int] | None = None
+               ) -> dict[int, tuple[list[int], bytes]]:
+        """Fetches ``request`` and decodes its chunks (those not ``needed``, fetched only to
+        fill the cache, are dropped if they cannot be decoded: a read that needs one raises)."""
         f = request.file
+        cache: ChunkCache = self._process()["cache"]
         index = self.index(f)
         g = index.group_size
         data = self._fetch(f, request.start, request.end, what)
@@ -296,10 +262,14 @@ class RangeReader:
                                       f"footer says {want}")
             except FormatError as e:
                 last = min(c * g + g, index.num_records) - 1
-                raise CorruptSourceError(
-                    f"records {c * g}..{last} of {self.objects[f].url!r} (chunk {c} at "
-                    f"offset {begin}) cannot be read: {e}") from None
+                error = CorruptSourceError(f"records {c * g}..{last} of {self.objects[f].url!r} (chunk {c} at "
+                                           f"offset {begin}) cannot be read: {e}")
+                if needed is not None and c not in needed:
+                    cache.abandon([(f, c)], error)
+                    continue
+                raise error from None
             out[c] = (bounds, values)
+            cache.fulfil((f, c), (bounds, values))
         return out
 
     def _run(self, tasks: list[tuple[str, Callable[[], Any]]]) -> list[Any]:
@@ -329,28 +299,75 @@ class RangeReader:
         if not items:
             return []
         pairs = np.asarray(items, dtype=np.int64).reshape(-1, 2)
-        tasks: list[tuple[str, Callable[[], Any]]] = []
-        requests: list[_Request] = []
-        self._load_indexes(np.unique(pairs[:, 0]).tolist())
-        for f in np.unique(pairs[:, 0]).tolist():
-            keys = pairs[pairs[:, 0] == f, 1]
-            g = self.index(f).group_size
-            for r in self._plan(f, keys):
-                inside = keys[np.isin(keys // g, r.chunks)].tolist()
-                what = f"reading {_keys_text(inside)} of {self.objects[f].url!r}"
-                tasks.append((what, functools.partial(self._serve, r, what)))
-                requests.append(r)
-        chunks: dict[tuple[int, int], tuple[list[int], bytes]] = {}
-        for r, res in zip(requests, self._run(tasks), strict=False):
-            for c, decoded in res.items():
-                chunks[(r.file, c)] = decoded
+        files = np.unique(pairs[:, 0]).tolist()
+        self._load_indexes(files)
+        groups = {f: self.index(f).group_size for f in files}
+        wanted = [(f, c) for f in files for c in np.unique(pairs[pairs[:, 0] == f, 1] // groups[f]).tolist()]
+        cache: ChunkCache = self._process()["cache"]
+        deadline = time.monotonic() + self.options.timeout
+        chunks, waits, mine = cache.claim(wanted)
+        try:
+            mine += cache.claim(self._around(mine, set(wanted)))[2]
+            chunks.update(self._fetch_chunks(pairs, groups, mine))
+        except BaseException as e:
+            cache.abandon(mine, e)
+            raise
+        for (f, c), future in waits.items():  # chunks another thread of this process is fetching
+            try:
+                chunks[(f, c)] = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except cf.TimeoutError:
+                g = groups[f]
+                raise SourceError(f"reading records {c * g}..{c * g + g - 1} of {self.objects[f].url!r} did not "
+                                  f"finish within {self.options.timeout:g} s (RemoteReadOptions.timeout); the "
+                                  "storage is unreachable or too slow") from None
         out = []
         for f, k in pairs.tolist():
-            g = self.index(f).group_size
+            g = groups[f]
             bounds, values = chunks[(f, k // g)]
             i = k % g
             out.append(values[bounds[i]:bounds[i + 1]])
         return out
+
+    def _around(self, claimed: Sequence[tuple[int, int]], wanted: set[tuple[int, int]]) -> list[tuple[int, int]]:
+        """With ``fill_cache``, when every object together fits in a quarter of the cache and
+        the cache has not evicted anything yet (decoded chunks may be larger than the objects:
+        once they do not fit, filling stops): the other chunks of the aligned
+        ``max_request_bytes`` windows that hold ``claimed``."""
+        o = self.options
+        cache: ChunkCache = self._process()["cache"]
+        if not (o.fill_cache and 0 < 4 * sum(x.size for x in self.objects) <= o.cache_bytes) or cache.evictions:
+            return []
+        span = o.max_request_bytes
+        out: set[tuple[int, int]] = set()
+        for f, c in claimed:
+            starts = self.index(f).chunk_offsets
+            w = int(starts[c]) // span
+            lo, hi = np.searchsorted(starts, [w * span, (w + 1) * span]).tolist()
+            out.update((f, k) for k in range(lo, hi))
+        return sorted(out - wanted)
+
+    def _fetch_chunks(self, pairs: np.ndarray, groups: Mapping[int, int],
+                      claimed: Sequence[tuple[int, int]]) -> dict[tuple[int, int], Decoded]:
+        """Fetches and decodes the ``claimed`` chunks: one request per run of neighbours,
+        all concurrently; each is handed to the cache as soon as it is decoded."""
+        tasks: list[tuple[str, Callable[[], Any]]] = []
+        requests: list[_Request] = []
+        for f in sorted({f for f, _ in claimed}):
+            keys = pairs[pairs[:, 0] == f, 1]
+            g = groups[f]
+            for r in self._plan(f, sorted(c for ff, c in claimed if ff == f)):
+                inside = keys[np.isin(keys // g, r.chunks)].tolist()
+                what = (f"reading {_keys_text(inside)}" if inside else
+                        f"reading records {r.chunks[0] * g}..{r.chunks[-1] * g + g - 1}")
+                what += f" of {self.objects[f].url!r}"
+                needed = frozenset(int(c) for c in np.unique(keys // g).tolist())
+                tasks.append((what, functools.partial(self._serve, r, what, needed)))
+                requests.append(r)
+        chunks: dict[tuple[int, int], Decoded] = {}
+        for r, res in zip(requests, self._run(tasks), strict=True):
+            for c, decoded in res.items():
+                chunks[(r.file, c)] = decoded
+        return chunks
 
     def close(self) -> None:
         """Stops this process's thread pool (it is remade on the next read)."""
@@ -359,30 +376,3 @@ class RangeReader:
             local["pool"].shutdown(wait=False, cancel_futures=True)
         self._local = None
 
-
-def _read_cached(path: str, size: int) -> FileIndex | None:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = [int(x) for x in z["meta"]]
-            offsets = np.asarray(z["chunk_offsets"], dtype=np.int64)
-    except (OSError, KeyError, ValueError):
-        return None
-    if len(meta) != 4 or meta[0] != size:
-        return None
-    return FileIndex(meta[0], meta[1], meta[2], meta[3], offsets)
-
-
-def _write_cached(path: str, index: FileIndex) -> None:
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".footer-", suffix=".npz.tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, meta=np.asarray([index.size, index.footer_offset, index.num_records,
-                                          index.group_size], dtype=np.int64),
-                     chunk_offsets=index.chunk_offsets)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise

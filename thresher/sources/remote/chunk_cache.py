@@ -1,0 +1,118 @@
+"""Decoded chunks kept in memory within a byte budget, and one fetch per chunk at a time.
+
+A record of an ArrayRecord file can only be read with its whole chunk. When a chunk
+holds several records (``group_size > 1``), a shuffled epoch asks for it once per
+record, at random times: without a cache every one of those asks is a range request.
+:class:`ChunkCache` keeps the decoded chunks of recent reads (their record bounds and
+bytes) up to ``budget`` bytes, so a chunk is fetched again only after it was evicted.
+If the budget holds every chunk of a dataset, each chunk is fetched once per process
+and epochs after the first cost no requests at all.
+
+Eviction is least recently used first. The optimal policy (Belady's: evict the chunk
+whose next use is farthest) needs the keys of future batches; see the object-storage
+guide for what it would save.
+
+Reads of the same chunk by concurrent threads share one fetch: the first claims it and
+fetches it, the others wait for that fetch (its result or its error), so a loader that
+keeps several batches' reads in flight never fetches a chunk twice at once.
+
+Example:
+    >>> cache = ChunkCache(budget=1 << 20)
+    >>> hits, waits, mine = cache.claim([(0, 3)])
+    >>> hits, waits, mine
+    ({}, {}, [(0, 3)])
+    >>> cache.fulfil((0, 3), ([0, 2, 5], b"abcde"))
+    >>> cache.claim([(0, 3)])[0]
+    {(0, 3): ([0, 2, 5], b'abcde')}
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Iterable
+from concurrent.futures import Future
+
+__all__ = ["ChunkCache", "ChunkKey", "Decoded"]
+
+#: A chunk: (file index, chunk index in that file).
+ChunkKey = tuple[int, int]
+#: A decoded chunk: ``num_records + 1`` record bounds and the records' bytes.
+Decoded = tuple[list[int], bytes]
+
+
+def _cost(decoded: Decoded) -> int:
+    """Bytes a decoded chunk holds (its records, and 8 per bound)."""
+    return len(decoded[1]) + 8 * len(decoded[0])
+
+
+class ChunkCache:
+    """Decoded chunks up to ``budget`` bytes (least recently used evicted first), and the
+    fetches in progress, shared by the threads of one process.
+
+    Attributes:
+        hits, misses, evictions: chunks found, claimed for fetching, and dropped.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._entries: collections.OrderedDict[ChunkKey, tuple[Decoded, int]] = collections.OrderedDict()
+        self._fetching: dict[ChunkKey, Future[Decoded]] = {}
+        self._size = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = self.evictions = 0
+
+    def claim(self, keys: Iterable[ChunkKey]) -> tuple[dict[ChunkKey, Decoded], dict[ChunkKey, Future[Decoded]],
+                                                         list[ChunkKey]]:
+        """Splits ``keys`` into the chunks held (with their data), the chunks another thread is
+        fetching (with the future of that fetch) and those the caller must fetch now (each
+        then ends with :meth:`fulfil` or :meth:`abandon`)."""
+        hits: dict[ChunkKey, Decoded] = {}
+        waits: dict[ChunkKey, Future[Decoded]] = {}
+        mine: list[ChunkKey] = []
+        with self._lock:
+            for key in keys:
+                entry = self._entries.get(key)
+                if entry is not None:
+                    self._entries.move_to_end(key)
+                    hits[key] = entry[0]
+                elif key in self._fetching:
+                    waits[key] = self._fetching[key]
+                else:
+                    self._fetching[key] = Future()
+                    mine.append(key)
+            self.hits += len(hits) + len(waits)
+            self.misses += len(mine)
+        return hits, waits, mine
+
+    def fulfil(self, key: ChunkKey, decoded: Decoded) -> None:
+        """The claimed chunk ``key`` was fetched: waiting threads get it, and it is kept if it
+        fits in the budget (older chunks are evicted to make room)."""
+        cost = _cost(decoded)
+        with self._lock:
+            future = self._fetching.pop(key, None)
+            if cost <= self.budget and key not in self._entries:
+                self._entries[key] = (decoded, cost)
+                self._size += cost
+                while self._size > self.budget:
+                    _, (_, dropped) = self._entries.popitem(last=False)
+                    self._size -= dropped
+                    self.evictions += 1
+        if future is not None:
+            future.set_result(decoded)
+
+    def abandon(self, keys: Iterable[ChunkKey], error: BaseException) -> None:
+        """The claimed chunks ``keys`` could not be fetched: threads waiting for them get
+        ``error``; a later read claims them again."""
+        with self._lock:
+            futures = [f for f in (self._fetching.pop(k, None) for k in keys) if f is not None]
+        for future in futures:
+            future.set_exception(error)
+
+    @property
+    def size(self) -> int:
+        """Bytes held now."""
+        return self._size
+
+    def __len__(self) -> int:
+        return len(self._entries)
