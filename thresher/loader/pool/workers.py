@@ -141,6 +141,30 @@ class _Pool:
             self.shutdown()
             raise
 
+    def poll_ready(self) -> bool:
+        """Whether every worker has loaded the pipeline (or died: ``receive`` reports that); never waits.
+
+        Only before the first task: a worker's first message is always READY. Raises the
+        worker's error when it could not load the pipeline.
+        """
+        for w in range(self.count):
+            if self.ready_at[w] is not None:
+                continue
+            if self.procs[w].exitcode is not None:
+                return True
+            try:
+                if not self.conns[w].poll(0):
+                    return False
+                header, _, fds = wire.receive(self.socks[w])
+            except (EOFError, OSError):
+                return True
+            for fd in fds:
+                os.close(fd)
+            self.ready_at[w] = time.monotonic()
+            if len(header) > 2 and header[2] is not None:  # the worker could not load the pipeline
+                raise rebuild_exception(header[2], self.where(w))
+        return True
+
     def where(self, w: int) -> str:
         if self.count == self.asked:
             return f"worker {w} of {self.count} (pid {self.pids[w]})"
@@ -313,6 +337,8 @@ class WorkerPoolProducer(Schedule):
         timeout_s: seconds a chunk may stay a worker's current work before a
             WorkerStuckError (None: wait forever; see watchdog).
         keys: the first record keys of positions [start, stop) (named by that error).
+        deferred: start the workers but hand out nothing until ``begin(position)``
+            (see ``workers_ready``; thresher.loader.warm_start).
 
     Example:
         >>> import thresher as th
@@ -327,7 +353,7 @@ class WorkerPoolProducer(Schedule):
                  worker_count: int, buffer_size: int | None = DEFAULT_BUFFER_SIZE,
                  stats: StatsRecorder | None = None, memory_budget: int | None = None,
                  reads: ReadOptions | None = None, timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
-                 keys: Callable[[int, int], list[int]] | None = None) -> None:
+                 keys: Callable[[int, int], list[int]] | None = None, deferred: bool = False) -> None:
         super().__init__(start, stop, chunk_size, worker_count, buffer_size, memory_budget)
         self._spec = spec
         self._index = 0  # the next chunk to take back
@@ -340,6 +366,19 @@ class WorkerPoolProducer(Schedule):
         pool = self._pool = _Pool(spec, self.count, worker_count, reads, timeout_s, keys)
         # The finalizer holds the pool, never the producer: dropping the iterator stops the workers.
         self._finalizer = weakref.finalize(self, pool.shutdown)
+        self._begun = not deferred
+        if self._begun:
+            self._hand_out()
+
+    def workers_ready(self) -> bool:
+        """Whether every worker has loaded the pipeline (a deferred pool: before ``begin``); never waits."""
+        return self._pool is None or self._pool.poll_ready()
+
+    def begin(self, start: int) -> None:
+        """Hands out the chunks from position ``start`` on (a deferred pool, once)."""
+        if self._begun:
+            raise ValueError("this worker pool has begun already")
+        self._begun, self.start = True, start
         self._hand_out()
 
     def _hand_out(self) -> None:
@@ -357,6 +396,8 @@ class WorkerPoolProducer(Schedule):
         bounds = self.bounds(index)
         if bounds is None or self._pool is None:
             return None
+        if not self._begun:
+            self.begin(self.start)
         if self._pool.closed:
             raise WorkerError("the worker pool is closed")
         w = self.worker_of(index)
