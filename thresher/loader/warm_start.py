@@ -124,8 +124,9 @@ class Deferred(Protocol):
 class WarmStartProducer:
     """Chunks computed here until the worker processes can take over, then by them.
 
-    Until the fork server is ready, and then until every worker of ``make_pool(position)``
-    (started deferred) has loaded the pipeline, each chunk is computed in this process.
+    The first chunk, then every chunk until the fork server is ready and until every worker
+    of ``make_pool(position)`` (started deferred, after the first chunk) has loaded the
+    pipeline, is computed in this process.
     Once they are ready, the pool is given the chunks after the one this process computes
     next, so the workers start on their first chunk while this process finishes its last.
 
@@ -172,7 +173,7 @@ class WarmStartProducer:
         if self._handed:
             assert self._pool is not None
             return self._pool.next_chunk()
-        if self._pool is None and self._ready():
+        if self._pool is None and self._done and self._ready():  # the first chunk first: starting takes a while
             self._pool = self._make_pool(self._start)
         if self._pool is not None and self._pool.workers_ready():
             after = chunk_bounds(self._start, self._stop, self._chunk_size, self._done + 1)
