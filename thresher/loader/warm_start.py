@@ -6,10 +6,11 @@ main process uses it) before it can fork a single worker (0.3-1 s in a process t
 imported jax and torch, on an idle machine), and every iterator (a new epoch, a
 ``set_state``) then forks its workers, which load the pipeline before their first chunk.
 
-With ``warm_start=True`` (the default) none of that is time to the first batch: the fork
-server is started in a background thread (:func:`begin`), and :class:`WarmStartProducer`
-computes chunks in this process, exactly as ``worker_count=0`` would, until the server
-can fork and then until every worker of the new pool has loaded the pipeline. The pool
+With ``warm_start=True`` (the default) none of that is time to the first batch:
+:class:`WarmStartProducer` computes the first chunk in this process, exactly as
+``worker_count=0`` would, then starts the fork server in a background thread
+(:func:`begin`) and the workers (deferred) as soon as it can fork, and computes chunks
+here until every worker of the new pool has loaded the pipeline. The pool
 then takes the stream from the chunk after the one this process computes last. Each
 chunk is a pure function of its positions, so the batches are the same as with workers
 from the start, or with none.
@@ -124,7 +125,8 @@ class Deferred(Protocol):
 class WarmStartProducer:
     """Chunks computed here until the worker processes can take over, then by them.
 
-    The first chunk, then every chunk until the fork server is ready and until every worker
+    The first chunk (only then does the fork server start, in the background), then every
+    chunk until the fork server is ready and until every worker
     of ``make_pool(position)`` (started deferred, after the first chunk) has loaded the
     pipeline, is computed in this process.
     Once they are ready, the pool is given the chunks after the one this process computes
@@ -162,7 +164,6 @@ class WarmStartProducer:
         self._pool: Deferred | None = None  # started, maybe not yet given chunks
         self._handed = False  # the pool has been given the chunks after the local ones
         self.local_chunks = 0  # chunks this process computed (for tests and stats)
-        begin()
 
     @property
     def rest(self) -> Deferred | None:
@@ -187,6 +188,8 @@ class WarmStartProducer:
         if chunk is not None:
             self._done += 1
             self.local_chunks += 1
+        if self._done == 1:
+            begin()  # after the first chunk: the server's start never slows the first batch
         return chunk
 
     def close(self) -> None:
