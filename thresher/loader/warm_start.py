@@ -8,9 +8,9 @@ imported jax and torch, on an idle machine), and every iterator (a new epoch, a
 
 With ``warm_start=True`` (the default) none of that is time to the first batch:
 :class:`WarmStartProducer` computes the first chunk in this process, exactly as
-``worker_count=0`` would, then starts the fork server in a background thread
-(:func:`begin`) and the workers (deferred) as soon as it can fork, and computes chunks
-here until every worker of the new pool has loaded the pipeline. The pool
+``worker_count=0`` would; when the next one is asked for it starts the fork server in a
+background thread (:func:`begin`), and the workers (deferred) as soon as it can fork,
+and computes chunks here until every worker of the new pool has loaded the pipeline. The pool
 then takes the stream from the chunk after the one this process computes last. Each
 chunk is a pure function of its positions, so the batches are the same as with workers
 from the start, or with none.
@@ -125,8 +125,8 @@ class Deferred(Protocol):
 class WarmStartProducer:
     """Chunks computed here until the worker processes can take over, then by them.
 
-    The first chunk (only then does the fork server start, in the background), then every
-    chunk until the fork server is ready and until every worker
+    The first chunk (the fork server starts, in the background, when the second is asked
+    for), then every chunk until the fork server is ready and until every worker
     of ``make_pool(position)`` (started deferred, after the first chunk) has loaded the
     pipeline, is computed in this process.
     Once they are ready, the pool is given the chunks after the one this process computes
@@ -174,8 +174,10 @@ class WarmStartProducer:
         if self._handed:
             assert self._pool is not None
             return self._pool.next_chunk()
-        if self._pool is None and self._done and self._ready():  # the first chunk first: starting takes a while
-            self._pool = self._make_pool(self._start)
+        if self._pool is None and self._done:  # after the first chunk: starting never slows the first batch
+            begin()
+            if self._ready():
+                self._pool = self._make_pool(self._start)
         if self._pool is not None and self._pool.workers_ready():
             after = chunk_bounds(self._start, self._stop, self._chunk_size, self._done + 1)
             if after is not None:  # the workers take the chunks after the next one, computed here
@@ -188,8 +190,6 @@ class WarmStartProducer:
         if chunk is not None:
             self._done += 1
             self.local_chunks += 1
-        if self._done == 1:
-            begin()  # after the first chunk: the server's start never slows the first batch
         return chunk
 
     def close(self) -> None:
