@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import time
 import weakref
@@ -60,6 +59,7 @@ from thresher.loader.pool.watchdog import (
     DEFAULT_WORKER_TIMEOUT_S,
     START_TIMEOUT_S,
     ask_for_stack,
+    exit_reason,
     process_state,
     stack_pipe,
     stuck_error,
@@ -75,21 +75,6 @@ __all__ = ["DEFAULT_BUFFER_SIZE", "DEFAULT_WORKER_TIMEOUT_S", "WorkerPoolProduce
 _POLL_S = 1.0  # how often a blocked wait wakes up (worker deaths wake it at once anyway)
 _GRACE_S = 0.05  # idle workers exit on their own this fast once their socket closes
 _TERM_S = 1.0
-
-
-def _exit_reason(code: int | None) -> str:
-    if code is None:
-        return "its connection closed and it did not exit"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        crashes = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
-        hint = (" (the out-of-memory killer sends SIGKILL too)" if -code == signal.SIGKILL else
-                " (a crash: the worker printed its Python stack to stderr)" if -code in crashes else "")
-        return f"exit code {code}: killed by {name}{hint}"
-    return f"exit code {code}"
 
 
 class _Pool:
@@ -206,7 +191,7 @@ class _Pool:
                 f"thresher {self.where(w)} exited (exit code 1) before its first chunk: {GUARD_HINT}. "
                 "The iterator is closed")
         return WorkerError(
-            f"thresher {self.where(w)} died ({_exit_reason(proc.exitcode)}) {doing}. A worker dies "
+            f"thresher {self.where(w)} died ({exit_reason(proc.exitcode)}) {doing}. A worker dies "
             "like this when an operation calls os._exit or crashes the interpreter (segmentation fault), "
             "or when the system kills it (out of memory). The iterator is closed; to go on, restore the "
             "last get_state() into a new iterator"
