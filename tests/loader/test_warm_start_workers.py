@@ -5,10 +5,12 @@ batches are those of worker_count=0."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -64,12 +66,18 @@ def _first_batches_and_restore(records_path: str, seed: int, chunk: int, step: i
         got = _until_workers(it, 0)
         for _ in range(max(0, step - len(got))):
             got.append(next(it))
-    ref = [next(ref_it) for _ in range(max(len(got), step) + 200)]
+    ref: list[dict[str, Any]] = []
+
+    def reference(i: int) -> dict[str, Any]:  # batch i of worker_count=0
+        while len(ref) <= i:
+            ref.append(next(ref_it))
+        return ref[i]
+
     assert int(got[0]["pid"][0]) == os.getpid()  # the first batch was computed here
     pids = {int(b["pid"][0]) for b in got}
     assert len(pids) >= 2, "the workers never took over"
     for i, b in enumerate(got):
-        _same_but_pid(b, ref[i], f"batch {i}")
+        _same_but_pid(b, reference(i), f"batch {i}")
     # A restore deep in the run: a fresh iterator, its first batch here again, then its workers.
     with iter(loader) as first:
         for _ in range(step):
@@ -81,10 +89,35 @@ def _first_batches_and_restore(records_path: str, seed: int, chunk: int, step: i
     assert int(after[0]["pid"][0]) == os.getpid()
     assert {int(b["pid"][0]) for b in after} - {os.getpid()}, "the restored iterator's workers never took over"
     for i, b in enumerate(after):
-        _same_but_pid(b, ref[step + i], f"restored batch {step + i}")
+        _same_but_pid(b, reference(step + i), f"restored batch {step + i}")
 
 
 def test_without_warm_start_every_chunk_comes_from_a_worker(records_path: str, no_leaks: None) -> None:
     with iter(_loader(records_path, 2, 3, 16, warm=False)) as it:
         pids = {int(next(it)["pid"][0]) for _ in range(10)}
     assert os.getpid() not in pids and len(pids) == 2
+
+
+_RELEASE = threading.Event()
+
+
+def hang_on_5(x: int) -> int:
+    if x == 5:
+        _RELEASE.wait(120)  # a read or a lock that never returns (released at the end of the test)
+    return x
+
+
+def test_a_warm_start_chunk_that_hangs_is_a_stuck_error(no_leaks: None) -> None:
+    loader = th.DataLoader(th.sources.RangeDataSource(0, 64), th.IndexSampler(64), [hang_on_5, th.Batch(4)],
+                           worker_count=2, chunk_size=8, worker_timeout_s=1)
+    began = time.monotonic()
+    try:
+        with pytest.raises(th.errors.WorkerStuckError) as err, iter(loader) as it:
+            next(it)
+        assert time.monotonic() - began < 30
+        e = err.value
+        assert e.positions == (0, 8) and e.record_keys == list(range(8)) and e.pid == os.getpid()
+        assert e.stack is not None and "in hang_on_5" in e.stack
+        assert "warm start" in str(e) and "worker_timeout_s=1" in str(e)
+    finally:
+        _RELEASE.set()

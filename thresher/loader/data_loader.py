@@ -75,7 +75,8 @@ class DataLoader:
             loading the pipeline): a first batch, and a restore, as fast as without
             workers; the same batches. On by default. The operations of those first
             chunks run in the training process, so a crash there (a segfault, an
-            ``os._exit``) is not isolated in a worker: pass ``warm_start=False`` to run
+            ``os._exit``) is not isolated in a worker (a hang is: those chunks run on a
+            helper thread under ``worker_timeout_s``): pass ``warm_start=False`` to run
             every chunk in a worker.
         errors: ``"raise"`` (default) stops at the first record whose read or per-record
             operation raises; ``"skip"`` drops it, deterministically, logs and counts it

@@ -315,4 +315,4 @@ class Engine:
             return pool(position)
         # The first chunks come from this process while the workers start: the same batches.
         return warm_start.WarmStartProducer(self.processor, position, stop, self.chunk_size, stats,
-                                            lambda at: pool(at, deferred=True))
+                                            lambda at: pool(at, deferred=True), timeout_s=self.worker_timeout_s)

@@ -33,10 +33,17 @@ Example:
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
+import traceback
 from collections.abc import Callable
 from typing import Protocol
 
+import numpy as np
+
+from thresher.errors import WorkerStuckError
 from thresher.loader.chunk import Chunk, ChunkProcessor
 from thresher.loader.producer import InProcessProducer, chunk_bounds
 from thresher.loader.profiling.stats import StatsRecorder
@@ -155,8 +162,9 @@ class WarmStartProducer:
 
     def __init__(self, processor: ChunkProcessor, start: int, stop: int | None, chunk_size: int,
                  stats: StatsRecorder | None, make_pool: Callable[[int], Deferred],
-                 ready: Callable[[], bool] = is_ready) -> None:
+                 ready: Callable[[], bool] = is_ready, timeout_s: float | None = None) -> None:
         self._local = InProcessProducer(processor, start, stop, chunk_size, stats)
+        self._processor, self._timeout_s = processor, timeout_s
         self._start, self._stop, self._chunk_size = start, stop, chunk_size
         self._make_pool = make_pool
         self._ready = ready
@@ -186,11 +194,50 @@ class WarmStartProducer:
         return self._local_chunk()
 
     def _local_chunk(self) -> Chunk | None:
-        chunk = self._local.next_chunk()
+        chunk = self._local.next_chunk() if self._timeout_s is None else self._watched()
         if chunk is not None:
             self._done += 1
             self.local_chunks += 1
         return chunk
+
+    def _watched(self) -> Chunk | None:
+        """The next local chunk, computed on a helper thread so that the watchdog's limit holds
+        here too: a chunk that takes longer than ``timeout_s`` is a WorkerStuckError, never a hang."""
+        box: list[Chunk | BaseException | None] = []
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box.append(self._local.next_chunk())
+            except BaseException as e:
+                box.append(e)
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=work, name="thresher-warm-start-chunk", daemon=True)
+        began = time.monotonic()
+        thread.start()
+        if not done.wait(self._timeout_s):
+            raise self._stuck(thread, time.monotonic() - began)
+        result = box[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _stuck(self, thread: threading.Thread, waited: float) -> WorkerStuckError:
+        frame = sys._current_frames().get(thread.ident or -1)
+        stack = None if frame is None else "".join(traceback.format_stack(frame))
+        bounds = chunk_bounds(self._start, self._stop, self._chunk_size, self._done) or (self._start, self._start)
+        sampler = self._processor.sampler
+        keys = sampler.keys(sampler.to_global(np.arange(bounds[0], min(bounds[1], bounds[0] + 8))))
+        return WorkerStuckError(
+            f"the warm start's chunk of positions [{bounds[0]}, {bounds[1]}) (record keys {keys.tolist()}"
+            f"{'...' if bounds[1] - bounds[0] > 8 else ''}), computed in this process while the workers "
+            f"start, took {waited:.1f} s, longer than worker_timeout_s={self._timeout_s:g}: it is stuck (a "
+            "read that never returns, a deadlock); its thread is left behind and the iterator is closed. Fix "
+            "the cause (or raise worker_timeout_s), then resume from the last get_state(). Its Python stack "
+            f"(most recent call last):\n{stack}",
+            pid=os.getpid(), positions=bounds, record_keys=keys.tolist(), stuck_s=waited, stack=stack)
 
     def close(self) -> None:
         self._local.close()
