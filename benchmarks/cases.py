@@ -128,6 +128,10 @@ def _cases(workload: str, sizes: dict[str, Any]) -> list[Case]:
         out = []
         for pos, label in ((51_200, "51,200"), (10**12, "10**12")):
             out += [Case("W4", f"thresher @ {label}", "thresher", "thresher_loader", "restore", {"position": pos}),
+                    Case("W4", f"thresher w2 @ {label}", "thresher", "thresher_loader", "restore",
+                         {"position": pos, "workers": 2}, workers=2, default=False),
+                    Case("W4", f"thresher w2 warm_start=False @ {label}", "thresher", "thresher_loader", "restore",
+                         {"position": pos, "workers": 2, "warm_start": False}, workers=2, default=False),
                     Case("W4", f"grain @ {label}", "grain", "grain_loader", "restore", {"position": pos, "threads": 0}),
                     Case("W4", f"torch @ {label} (replay)", "torch", "torch_loader", "restore",
                          {"position": pos, "replay_cap": sizes["W4_replay_cap"] or 51_200})]

@@ -35,7 +35,7 @@ print(json.dumps({{"ttfb_s": ttfb, "records": count(batch)}}))
 """
 
 ROWS = (("thresher w2", "thresher_loader", {"workers": 2}),
-        ("thresher w2 warm_start", "thresher_loader", {"workers": 2, "warm_start": True}),
+        ("thresher w2 warm_start=False", "thresher_loader", {"workers": 2, "warm_start": False}),
         ("torch w2 (fork)", "torch_loader", {"workers": 2}),
         ("torch w2 (spawn)", "torch_loader", {"workers": 2, "context": "spawn"}))
 
@@ -63,11 +63,11 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             res = json.loads(out.stdout.strip().splitlines()[-1])
             runs[name].append(res["ttfb_s"])
-            print(f"  [{r + 1}/{args.rounds}] {name:<18} TTFB {res['ttfb_s']:.3f} s", flush=True)
+            print(f"  [{r + 1}/{args.rounds}] {name:<28} TTFB {res['ttfb_s']:.3f} s", flush=True)
     print(f"\nTTFB, 2 workers, fresh process with jax + torch imported (median of {args.rounds}; machine shared)")
     for name, ts in runs.items():
         if ts:
-            print(f"  {name:<18} {statistics.median(ts):.3f} s   (min {min(ts):.3f}, max {max(ts):.3f})")
+            print(f"  {name:<28} {statistics.median(ts):.3f} s   (min {min(ts):.3f}, max {max(ts):.3f})")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out + ".tmp", "w") as f:
         json.dump({"runs": runs, "medians": {k: statistics.median(v) for k, v in runs.items() if v}}, f, indent=1)

@@ -22,7 +22,7 @@ KEPT = []
 
 def _loader():
     return th.DataLoader(th.sources.RangeDataSource(0, 64), th.IndexSampler(64), [th.Batch(4)],
-                         worker_count=2, chunk_size=8)
+                         worker_count=2, chunk_size=8, warm_start=False)  # workers from the first chunk
 
 @pytest.fixture(scope="module")
 def server():

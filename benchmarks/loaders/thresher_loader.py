@@ -63,8 +63,9 @@ def _loader(workload: str, cfg: dict[str, Any], data: dict[str, Any], num_epochs
             raise ValueError(workload)
     sampler = th.IndexSampler(len(source), shuffle=shuffle,
                               seed=work.SEED, num_epochs=num_epochs)
+    warm = {"warm_start": cfg["warm_start"]} if "warm_start" in cfg else {}  # else the DataLoader's default
     return th.DataLoader(source, sampler, ops, worker_count=cfg.get("workers", 0), chunk_size=cfg.get("chunk_size"),
-                         warm_start=cfg.get("warm_start", False), worker_mode=cfg.get("mode"))
+                         worker_mode=cfg.get("mode"), **warm)
 
 
 def _iterate(loader: th.DataLoader) -> Iterator[Any]:

@@ -34,7 +34,7 @@ def _workers() -> list[Any]:
 def _loader(ops: list[Any], timeout_s: float | None, *, chunk_size: int = 8, workers: int = 2) -> th.DataLoader:
     return th.DataLoader(th.sources.RangeDataSource(0, N), th.IndexSampler(N, shuffle=True, seed=5),
                          [*ops, th.Batch(4)], worker_count=workers, chunk_size=chunk_size,
-                         worker_timeout_s=timeout_s)
+                         worker_timeout_s=timeout_s, warm_start=False)  # every chunk in a worker: their watchdog
 
 
 def _thresher_shm() -> set[str]:

@@ -141,7 +141,7 @@ def test_pipelines_and_elements_that_cannot_be_pickled_run_on_threads(records_pa
     # elements holding a lock cannot travel from a process; from a thread they need not travel at all
     with_lock = [wh.decode, wh.with_lock]
     with pytest.raises(TransformError, match="cannot be sent from a worker process"):
-        list(th.DataLoader(source, sampler, with_lock, worker_count=2))
+        list(th.DataLoader(source, sampler, with_lock, worker_count=2, warm_start=False))
     elements = list(th.DataLoader(source, sampler, with_lock, worker_count=2, worker_mode="thread"))
     assert [int(e["label"]) for e in elements] == [int(e["label"]) for e in th.DataLoader(source, sampler,
                                                                                           with_lock)]

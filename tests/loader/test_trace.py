@@ -116,7 +116,7 @@ def test_in_process_stages_nest_inside_next_and_threads_are_named(tmp_path: Any)
     assert tids == {thread.native_id}
     assert {"thread_name"} <= {e["name"] for e in doc["traceEvents"] if e["ph"] == "M"}
     reads = [e for e in events if e["name"] == READ]
-    assert len(reads) == 5  # one per chunk, never per record
+    assert 1 <= len(reads) <= 5  # one per call of the chunk processor (cheap chunks coalesce), never per record
     th.plot_timeline(tracer, tmp_path / "t.png")
 
 

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import numpy as np
 from hypothesis import given, settings
@@ -23,40 +24,75 @@ from thresher.loader.warm_start import WarmStartProducer
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@given(n=st.integers(1, 300), chunk=st.integers(1, 64), start=st.integers(0, 40), handover=st.integers(0, 12),
-       seed=st.integers(0, 2**32), filter_=st.booleans())
+class _Deferred:
+    """A stand-in for a deferred worker pool: ready after ``ready_after`` asks; computes in process."""
+
+    def __init__(self, proc: Any, at: int, stop: int, chunk: int, ready_after: int) -> None:
+        self.proc, self.stop, self.chunk = proc, stop, chunk
+        self.created_at, self.begun_at = at, None
+        self.asks, self.ready_after = 0, ready_after
+        self.inner: InProcessProducer | None = None
+
+    def workers_ready(self) -> bool:
+        self.asks += 1
+        return self.asks > self.ready_after
+
+    def begin(self, start: int) -> None:
+        assert self.begun_at is None
+        self.begun_at = start
+        self.inner = InProcessProducer(self.proc, start, self.stop, self.chunk)
+
+    def next_chunk(self) -> Any:
+        assert self.inner is not None, "chunks asked of a pool that has not begun"
+        return self.inner.next_chunk()
+
+    def close(self) -> None:
+        pass
+
+
+@given(n=st.integers(1, 300), chunk=st.integers(1, 64), start=st.integers(0, 40), server=st.integers(0, 12),
+       workers=st.integers(0, 6), seed=st.integers(0, 2**32), filter_=st.booleans())
 @settings(max_examples=60, deadline=None)
 def test_any_handover_point_gives_the_chunks_of_one_producer(records_path: str, n: int, chunk: int, start: int,
-                                                             handover: int, seed: int, filter_: bool) -> None:
+                                                             server: int, workers: int, seed: int,
+                                                             filter_: bool) -> None:
     loader = wh.build(records_path, n=min(n, wh.N_RECORDS), shuffle=True, seed=seed, random_map=True,
                       filter=filter_, batch=None)
     proc = loader._processor
     stop = min(n, wh.N_RECORDS)
     start = min(start, stop)
-    calls: list[int] = []
+    pools: list[_Deferred] = []
     asked = [0]
 
-    def ready() -> bool:
+    def ready() -> bool:  # the fork server
         asked[0] += 1
-        return asked[0] > handover
+        return asked[0] > server
 
-    def pool(at: int) -> InProcessProducer:
-        calls.append(at)
-        return InProcessProducer(proc, at, stop, chunk)
+    def pool(at: int) -> _Deferred:
+        pools.append(_Deferred(proc, at, stop, chunk, workers))
+        return pools[-1]
 
     warm = WarmStartProducer(proc, start, stop, chunk, None, pool, ready=ready)
     plain = InProcessProducer(proc, start, stop, chunk)
+    count = 0
     while True:
         a, b = warm.next_chunk(), plain.next_chunk()
         if a is None or b is None:
             assert a is None and b is None
             break
+        count += 1
         assert (a.start, a.stop) == (b.start, b.stop)
         assert a.positions.tolist() == b.positions.tolist()
         assert len(a.elements) == len(b.elements)
         for x, y in zip(a.elements, b.elements):
             wh.assert_same(x, y)
-    assert len(calls) <= 1 and all((at - start) % chunk == 0 for at in calls)
+    assert len(pools) <= 1
+    if pools and pools[0].begun_at is not None:
+        begun = pools[0].begun_at
+        assert (begun - start) % chunk == 0 and start + chunk < begun < stop  # a boundary, after 2+ local chunks
+        assert warm.local_chunks == (begun - start) // chunk  # every chunk before it computed here, none twice
+    else:
+        assert warm.local_chunks == count  # no hand-over: every chunk here
 
 
 _FRESH = textwrap.dedent("""

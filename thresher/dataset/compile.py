@@ -93,7 +93,7 @@ class CompiledLoader(DataLoader):
         super().__init__(source, sampler, operations, worker_count=worker_count, chunk_size=chunk_size,
                          worker_buffer_size=2 if buffer is None else buffer,
                          worker_mode="thread" if worker_mode == "thread" else "process",
-                         worker_timeout_s=worker_timeout_s)
+                         worker_timeout_s=worker_timeout_s, warm_start=False)  # no warm-start option yet
         self.chain_digest = chain_digest
 
     @cached_property

@@ -155,7 +155,7 @@ class ChunkProcessor:
         """The first half of ``process``: the record keys of ``positions`` (nothing read yet)."""
         started = time.monotonic_ns()
         globals_ = self.sampler.to_global(positions)
-        keys, _ = self.sampler.record_keys(globals_)
+        keys = self.sampler.keys(globals_)
         if self.exclusions is not None:
             keep = self.exclusions.keep(globals_, keys)
             if keep is not None:

@@ -70,10 +70,14 @@ class DataLoader:
             filesystems, buckets, databases). Default: what the source suggests; with
             ``worker_count="auto"``, chosen from the measured reads. It changes speed,
             never results (docs/latency_bound_storage.md).
-        warm_start: with workers, compute the first chunks in this process while the
-            fork server starts (a faster first batch in a fresh process; the same batches).
-            Off by default: the operations of those chunks then run in the training
-            process, so a crash in them is not isolated in a worker.
+        warm_start: with worker processes, each iterator computes its first chunks in
+            this process while its workers start (the fork server, then the workers
+            loading the pipeline): a first batch, and a restore, as fast as without
+            workers; the same batches. On by default. The operations of those first
+            chunks run in the training process, so a crash there (a segfault, an
+            ``os._exit``) is not isolated in a worker (a hang is: those chunks run on a
+            helper thread under ``worker_timeout_s``): pass ``warm_start=False`` to run
+            every chunk in a worker.
         errors: ``"raise"`` (default) stops at the first record whose read or per-record
             operation raises; ``"skip"`` drops it, deterministically, logs and counts it
             (``it.skipped_records``, ``it.stats().skipped_records``; see
@@ -137,7 +141,7 @@ class DataLoader:
         worker_buffer_size: int | None = None,
         worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
         read_options: Any = None,
-        warm_start: bool = False,
+        warm_start: bool = True,
         errors: str = "raise",
         max_skipped: MaxSkipped = None,
         skip_records: RecordKeys | None = None,
@@ -146,9 +150,8 @@ class DataLoader:
         if not (hasattr(data_source, "__len__") and hasattr(data_source, "__getitem__")):
             raise ConfigError(f"data_source must have __len__ and __getitem__ (random access); got {data_source!r}")
         sampler = check_sampler(sampler, IndexSampler)
-        #: The first chunks of a process's first workers come from this process while the
-        #: fork server starts (thresher.loader.warm_start); off by default, since the
-        #: operations then run in the training process (a crash in them is not isolated).
+        #: The first chunks of each iterator with worker processes come from this process
+        #: while its workers start (thresher.loader.warm_start); the same batches.
         self.warm_start = bool(warm_start)
         n = len(data_source)
         if sampler.num_records > n:

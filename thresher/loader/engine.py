@@ -40,6 +40,7 @@ from thresher.loader.autotune import (
     memory_budget,
 )
 from thresher.loader.chunk import ChunkProcessor
+from thresher.loader.coalesce import CoalescingProducer
 from thresher.loader.exclusions import Consumed, Exclusions
 from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S, WorkerCount, WorkerMode
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
@@ -89,7 +90,7 @@ class Engine:
     stream: StreamId
     geometry: Geometry
     stage_order: tuple[str, ...]
-    warm_start: bool = False
+    warm_start: bool = True
     read_options: ReadOptions = field(default_factory=ReadOptions)
     ledger: str | None = None
     worker_mode: WorkerMode = "process"
@@ -283,6 +284,9 @@ class Engine:
             stats.worker_count = workers
             stats.worker_mode = mode
             stats.notes = [str(decision)] if decision is not None else []
+        if workers == 0 and not reads.num_threads:
+            # No read threads: cheap chunks are computed several at a time (the same chunks).
+            return CoalescingProducer(self.processor, position, stop, self.chunk_size, stats)
         if workers == 0:
             return InProcessProducer(self.processor, position, stop, self.chunk_size, stats,
                                      ReadAhead(self.processor, reads.num_threads or 0, reads.timeout_s),
@@ -300,15 +304,15 @@ class Engine:
         spec = self.worker_spec
         assert spec is not None
 
-        def pool(at: int) -> Producer:
+        def pool(at: int, deferred: bool = False) -> WorkerPoolProducer:
             return WorkerPoolProducer(spec, at, stop, self.chunk_size, workers, buffer, stats, reads=reads,
-                                      timeout_s=self.worker_timeout_s, keys=self.first_keys)
+                                      timeout_s=self.worker_timeout_s, keys=self.first_keys, deferred=deferred)
 
-        if (not self.warm_start or warm_start.is_ready() or multiprocessing.parent_process() is not None
+        if (not self.warm_start or multiprocessing.parent_process() is not None
                 or unimportable_main() is not None):
             # Where workers cannot start (a script's top level run again in a worker, a script
             # read from stdin) the pool's clear error comes now, not after a warm start.
             return pool(position)
-        # The first chunks come from this process while the fork server starts: same batches.
-        warm_start.begin()
-        return warm_start.WarmStartProducer(self.processor, position, stop, self.chunk_size, stats, pool)
+        # The first chunks come from this process while the workers start: the same batches.
+        return warm_start.WarmStartProducer(self.processor, position, stop, self.chunk_size, stats,
+                                            lambda at: pool(at, deferred=True), timeout_s=self.worker_timeout_s)

@@ -1,17 +1,19 @@
-"""Warm start: the first batches of a process come from the main process while the workers' fork server starts.
+"""Warm start: the first batches of an iterator come from this process while its workers start.
 
-The first DataLoader with workers in a process starts the fork server: a fresh
-interpreter that imports thresher (and jax, when the main process uses it) before it
-can fork a single worker. In a process that has already imported jax and torch that
-takes 0.3-1 s on an idle machine, and all of it used to be time to the first batch.
+Starting worker processes takes time: the first DataLoader with workers in a process
+starts the fork server, a fresh interpreter that imports thresher (and jax, when the
+main process uses it) before it can fork a single worker (0.3-1 s in a process that has
+imported jax and torch, on an idle machine), and every iterator (a new epoch, a
+``set_state``) then forks its workers, which load the pipeline before their first chunk.
 
-With ``DataLoader(..., warm_start=True)`` the fork server is started in a background
-thread (:func:`begin`, called when the first workers are asked for), and until it can fork,
-:class:`WarmStartProducer` computes chunks in the main process, exactly as ``worker_count=0``
-would. At the first chunk boundary after the server is ready it hands the rest of the stream to a worker pool starting
-there. Each chunk is a pure function of its positions, so the batches are the same as
-with workers from the start, or with none. Later iterators (next epoch, set_state) find
-the server running and start their workers directly.
+With ``warm_start=True`` (the default) none of that is time to the first batch:
+:class:`WarmStartProducer` computes the first chunk in this process, exactly as
+``worker_count=0`` would; when the next one is asked for it starts the fork server in a
+background thread (:func:`begin`), and the workers (deferred) as soon as it can fork,
+and computes chunks here until every worker of the new pool has loaded the pipeline. The pool
+then takes the stream from the chunk after the one this process computes last. Each
+chunk is a pure function of its positions, so the batches are the same as with workers
+from the start, or with none.
 
 Process-wide registry: one readiness event (and the thread that sets it) per
 interpreter, like the fork server it tracks.
@@ -31,14 +33,22 @@ Example:
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
+import traceback
 from collections.abc import Callable
+from typing import Protocol
 
+import numpy as np
+
+from thresher.errors import WorkerStuckError
 from thresher.loader.chunk import Chunk, ChunkProcessor
-from thresher.loader.producer import InProcessProducer, Producer, chunk_bounds
+from thresher.loader.producer import InProcessProducer, chunk_bounds
 from thresher.loader.profiling.stats import StatsRecorder
 
-__all__ = ["WarmStartProducer", "begin", "is_ready", "wait"]
+__all__ = ["Deferred", "WarmStartProducer", "begin", "is_ready", "wait"]
 
 _lock = threading.Lock()
 _ready = threading.Event()
@@ -107,14 +117,33 @@ def wait(timeout: float | None = None) -> bool:
     return _ready.wait(timeout)
 
 
+class Deferred(Protocol):
+    """A worker pool whose workers start at once and take chunks only from ``begin(position)``."""
+
+    def workers_ready(self) -> bool: ...
+
+    def begin(self, start: int) -> None: ...
+
+    def next_chunk(self) -> Chunk | None: ...
+
+    def close(self) -> None: ...
+
+
 class WarmStartProducer:
-    """Chunks computed here until the fork server is ready, then by ``make_pool(position)``.
+    """Chunks computed here until the worker processes can take over, then by them.
+
+    The first chunk (the fork server starts, in the background, when the second is asked
+    for), then every chunk until the fork server is ready and until every worker
+    of ``make_pool(position)`` (started deferred, after the first chunk) has loaded the
+    pipeline, is computed in this process.
+    Once they are ready, the pool is given the chunks after the one this process computes
+    next, so the workers start on their first chunk while this process finishes its last.
 
     Args:
         processor, start, stop, chunk_size, stats: as for ``InProcessProducer``.
-        make_pool: the worker pool producer for the positions from its argument on (the
-            same chunk size, so the chunks are those of one producer).
-        ready: whether to hand over now (default: the fork server is ready).
+        make_pool: the deferred worker pool (positions from its argument on; the same chunk
+            size, so the chunks are those of one producer).
+        ready: whether the fork server is ready (default: :func:`is_ready`).
 
     Example:
         >>> import thresher as th
@@ -123,40 +152,94 @@ class WarmStartProducer:
         >>> from thresher.loader.warm_start import WarmStartProducer
         >>> from thresher.transforms import plan_operations
         >>> proc = ChunkProcessor(th.sources.RangeDataSource(0, 6), th.IndexSampler(6), plan_operations([]))
-        >>> p = WarmStartProducer(proc, 0, 6, 2, None, lambda at: InProcessProducer(proc, at, 6, 2))
+        >>> class Pool(InProcessProducer):  # a stand-in that is ready at once
+        ...     def workers_ready(self): return True
+        ...     def begin(self, at): self.__init__(proc, at, 6, 2)
+        >>> p = WarmStartProducer(proc, 0, 6, 2, None, lambda at: Pool(proc, at, 6, 2))
         >>> [p.next_chunk().elements for _ in range(3)], p.next_chunk()
         ([[0, 1], [2, 3], [4, 5]], None)
     """
 
     def __init__(self, processor: ChunkProcessor, start: int, stop: int | None, chunk_size: int,
-                 stats: StatsRecorder | None, make_pool: Callable[[int], Producer],
-                 ready: Callable[[], bool] = is_ready) -> None:
+                 stats: StatsRecorder | None, make_pool: Callable[[int], Deferred],
+                 ready: Callable[[], bool] = is_ready, timeout_s: float | None = None) -> None:
         self._local = InProcessProducer(processor, start, stop, chunk_size, stats)
+        self._processor, self._timeout_s = processor, timeout_s
         self._start, self._stop, self._chunk_size = start, stop, chunk_size
         self._make_pool = make_pool
         self._ready = ready
         self._done = 0  # chunks computed here
-        self._rest: Producer | None = None
-        begin()
+        self._pool: Deferred | None = None  # started, maybe not yet given chunks
+        self._handed = False  # the pool has been given the chunks after the local ones
+        self.local_chunks = 0  # chunks this process computed (for tests and stats)
 
     @property
-    def rest(self) -> Producer | None:
+    def rest(self) -> Deferred | None:
         """The worker pool producer, once it has taken over (None before)."""
-        return self._rest
+        return self._pool if self._handed else None
 
     def next_chunk(self) -> Chunk | None:
-        if self._rest is None and self._ready():
-            bounds = chunk_bounds(self._start, self._stop, self._chunk_size, self._done)
-            if bounds is None:
-                return None
-            self._rest = self._make_pool(bounds[0])
-        if self._rest is not None:
-            return self._rest.next_chunk()
-        chunk = self._local.next_chunk()
+        if self._handed:
+            assert self._pool is not None
+            return self._pool.next_chunk()
+        if self._pool is None and self._done:  # after the first chunk: starting never slows the first batch
+            begin()
+            if self._ready():
+                self._pool = self._make_pool(self._start)
+        if self._pool is not None and self._pool.workers_ready():
+            after = chunk_bounds(self._start, self._stop, self._chunk_size, self._done + 1)
+            if after is not None:  # the workers take the chunks after the next one, computed here
+                self._pool.begin(after[0])
+                self._handed = True
+        return self._local_chunk()
+
+    def _local_chunk(self) -> Chunk | None:
+        chunk = self._local.next_chunk() if self._timeout_s is None else self._watched()
         if chunk is not None:
             self._done += 1
+            self.local_chunks += 1
         return chunk
 
+    def _watched(self) -> Chunk | None:
+        """The next local chunk, computed on a helper thread so that the watchdog's limit holds
+        here too: a chunk that takes longer than ``timeout_s`` is a WorkerStuckError, never a hang."""
+        box: list[Chunk | BaseException | None] = []
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box.append(self._local.next_chunk())
+            except BaseException as e:
+                box.append(e)
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=work, name="thresher-warm-start-chunk", daemon=True)
+        began = time.monotonic()
+        thread.start()
+        if not done.wait(self._timeout_s):
+            raise self._stuck(thread, time.monotonic() - began)
+        result = box[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _stuck(self, thread: threading.Thread, waited: float) -> WorkerStuckError:
+        frame = sys._current_frames().get(thread.ident or -1)
+        stack = None if frame is None else "".join(traceback.format_stack(frame))
+        bounds = chunk_bounds(self._start, self._stop, self._chunk_size, self._done) or (self._start, self._start)
+        sampler = self._processor.sampler
+        keys = sampler.keys(sampler.to_global(np.arange(bounds[0], min(bounds[1], bounds[0] + 8))))
+        return WorkerStuckError(
+            f"the warm start's chunk of positions [{bounds[0]}, {bounds[1]}) (record keys {keys.tolist()}"
+            f"{'...' if bounds[1] - bounds[0] > 8 else ''}), computed in this process while the workers "
+            f"start, took {waited:.1f} s, longer than worker_timeout_s={self._timeout_s:g}: it is stuck (a "
+            "read that never returns, a deadlock); its thread is left behind and the iterator is closed. Fix "
+            "the cause (or raise worker_timeout_s), then resume from the last get_state(). Its Python stack "
+            f"(most recent call last):\n{stack}",
+            pid=os.getpid(), positions=bounds, record_keys=keys.tolist(), stuck_s=waited, stack=stack)
+
     def close(self) -> None:
-        if self._rest is not None:
-            self._rest.close()
+        self._local.close()
+        if self._pool is not None:
+            self._pool.close()

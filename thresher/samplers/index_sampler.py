@@ -166,17 +166,41 @@ class IndexSampler:
             perm = self._perms[epoch] = Permutation(self.num_records, key)
         return perm
 
+    def _keys_in_first_epoch(self, g: np.ndarray) -> tuple[np.ndarray, int] | None:
+        """The shuffled keys of ``g`` and their epoch when all are in the epoch of the first, else None."""
+        n = self.num_records
+        e0 = int(g[0]) // n
+        try:  # the common case: no divmod
+            return self.permutation(e0).keys(g - e0 * n if e0 else g), e0
+        except IndexError:  # positions of several epochs
+            return None
+
+    def keys(self, global_positions: np.ndarray) -> np.ndarray:
+        """Global positions -> record keys (int64): ``record_keys`` without the epochs.
+
+        Example:
+            >>> import numpy as np, thresher as th
+            >>> s = th.IndexSampler(10, shuffle=True, seed=3, num_epochs=3)
+            >>> g = np.arange(8, 13)
+            >>> s.keys(g).tolist() == s.record_keys(g)[0].tolist() == [s[p].record_key for p in range(8, 13)]
+            True
+        """
+        g = np.asarray(global_positions, dtype=np.int64)
+        if not g.size:
+            return g
+        if not self.shuffle:
+            return g % self.num_records
+        one = self._keys_in_first_epoch(g)
+        return one[0] if one is not None else self.record_keys(g)[0]
+
     def record_keys(self, global_positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Global positions -> (record keys, epochs), both int64 arrays."""
         g = np.asarray(global_positions, dtype=np.int64)
         n = self.num_records
         if self.shuffle and g.size:
-            e0 = int(g[0]) // n
-            try:  # all in the epoch of the first (the common case): no divmod
-                keys = self.permutation(e0).keys(g - e0 * n if e0 else g)
-                return keys, np.full(g.shape, e0, dtype=np.int64)
-            except IndexError:  # positions of several epochs
-                pass
+            one = self._keys_in_first_epoch(g)
+            if one is not None:
+                return one[0], np.full(g.shape, one[1], dtype=np.int64)
         epochs, index = np.divmod(g, n)
         if not self.shuffle or g.size == 0:
             return index, epochs

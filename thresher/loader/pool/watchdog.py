@@ -44,8 +44,8 @@ from typing import Any
 from thresher.errors import WorkerStuckError
 from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S
 
-__all__ = ["ANSWER_S", "DEFAULT_WORKER_TIMEOUT_S", "START_TIMEOUT_S", "ask_for_stack", "listen_for_stack_requests",
-           "process_state", "stack_pipe", "stuck_error"]
+__all__ = ["ANSWER_S", "DEFAULT_WORKER_TIMEOUT_S", "START_TIMEOUT_S", "ask_for_stack", "exit_reason",
+           "listen_for_stack_requests", "process_state", "stack_pipe", "stuck_error"]
 
 ANSWER_S = 1.0
 """How long a worker has to answer SIGUSR1 with its stack."""
@@ -164,3 +164,25 @@ def stuck_error(where: str, worker: int, pid: int, bounds: tuple[int, int], keys
     lines += others
     return WorkerStuckError("\n".join(lines), worker=worker, pid=pid, positions=bounds,
                             record_keys=None if keys is None else keys[:8], stuck_s=stuck_s, stack=stack)
+
+
+def exit_reason(code: int | None) -> str:
+    """Why a worker's process ended, from its exit code (None: it did not exit).
+
+    Example:
+        >>> from thresher.loader.pool.watchdog import exit_reason
+        >>> exit_reason(3)
+        'exit code 3'
+    """
+    if code is None:
+        return "its connection closed and it did not exit"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        crashes = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
+        hint = (" (the out-of-memory killer sends SIGKILL too)" if -code == signal.SIGKILL else
+                " (a crash: the worker printed its Python stack to stderr)" if -code in crashes else "")
+        return f"exit code {code}: killed by {name}{hint}"
+    return f"exit code {code}"

@@ -199,7 +199,9 @@ def run(index: int, spec: WorkerSpec, conn: Connection, reads: ReadOptions | Non
     ahead = ReadAhead(processor, threads, reads.timeout_s) if processor is not None and threads and reads else None
     tasks = _Tasks(conn, ahead, reads)
     try:
-        send(sock, (READY, -1))  # the watchdog's clock for the first chunk starts now, not at the fork
+        # The watchdog's clock for the first chunk starts now, not at the fork; a pipeline that could not
+        # be loaded is said at once (a warm start asks before it hands out a chunk), and again per task.
+        send(sock, (READY, -1, None if load_error is None else describe_exception(load_error)))
         while True:
             task = tasks.next()
             if task is None:

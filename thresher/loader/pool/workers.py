@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import time
 import weakref
@@ -60,6 +59,7 @@ from thresher.loader.pool.watchdog import (
     DEFAULT_WORKER_TIMEOUT_S,
     START_TIMEOUT_S,
     ask_for_stack,
+    exit_reason,
     process_state,
     stack_pipe,
     stuck_error,
@@ -75,21 +75,6 @@ __all__ = ["DEFAULT_BUFFER_SIZE", "DEFAULT_WORKER_TIMEOUT_S", "WorkerPoolProduce
 _POLL_S = 1.0  # how often a blocked wait wakes up (worker deaths wake it at once anyway)
 _GRACE_S = 0.05  # idle workers exit on their own this fast once their socket closes
 _TERM_S = 1.0
-
-
-def _exit_reason(code: int | None) -> str:
-    if code is None:
-        return "its connection closed and it did not exit"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        crashes = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
-        hint = (" (the out-of-memory killer sends SIGKILL too)" if -code == signal.SIGKILL else
-                " (a crash: the worker printed its Python stack to stderr)" if -code in crashes else "")
-        return f"exit code {code}: killed by {name}{hint}"
-    return f"exit code {code}"
 
 
 class _Pool:
@@ -141,6 +126,30 @@ class _Pool:
             self.shutdown()
             raise
 
+    def poll_ready(self) -> bool:
+        """Whether every worker has loaded the pipeline (or died: ``receive`` reports that); never waits.
+
+        Only before the first task: a worker's first message is always READY. Raises the
+        worker's error when it could not load the pipeline.
+        """
+        for w in range(self.count):
+            if self.ready_at[w] is not None:
+                continue
+            if self.procs[w].exitcode is not None:
+                return True
+            try:
+                if not self.conns[w].poll(0):
+                    return False
+                header, _, fds = wire.receive(self.socks[w])
+            except (EOFError, OSError):
+                return True
+            for fd in fds:
+                os.close(fd)
+            self.ready_at[w] = time.monotonic()
+            if len(header) > 2 and header[2] is not None:  # the worker could not load the pipeline
+                raise rebuild_exception(header[2], self.where(w))
+        return True
+
     def where(self, w: int) -> str:
         if self.count == self.asked:
             return f"worker {w} of {self.count} (pid {self.pids[w]})"
@@ -182,7 +191,7 @@ class _Pool:
                 f"thresher {self.where(w)} exited (exit code 1) before its first chunk: {GUARD_HINT}. "
                 "The iterator is closed")
         return WorkerError(
-            f"thresher {self.where(w)} died ({_exit_reason(proc.exitcode)}) {doing}. A worker dies "
+            f"thresher {self.where(w)} died ({exit_reason(proc.exitcode)}) {doing}. A worker dies "
             "like this when an operation calls os._exit or crashes the interpreter (segmentation fault), "
             "or when the system kills it (out of memory). The iterator is closed; to go on, restore the "
             "last get_state() into a new iterator"
@@ -313,6 +322,8 @@ class WorkerPoolProducer(Schedule):
         timeout_s: seconds a chunk may stay a worker's current work before a
             WorkerStuckError (None: wait forever; see watchdog).
         keys: the first record keys of positions [start, stop) (named by that error).
+        deferred: start the workers but hand out nothing until ``begin(position)``
+            (see ``workers_ready``; thresher.loader.warm_start).
 
     Example:
         >>> import thresher as th
@@ -327,7 +338,7 @@ class WorkerPoolProducer(Schedule):
                  worker_count: int, buffer_size: int | None = DEFAULT_BUFFER_SIZE,
                  stats: StatsRecorder | None = None, memory_budget: int | None = None,
                  reads: ReadOptions | None = None, timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
-                 keys: Callable[[int, int], list[int]] | None = None) -> None:
+                 keys: Callable[[int, int], list[int]] | None = None, deferred: bool = False) -> None:
         super().__init__(start, stop, chunk_size, worker_count, buffer_size, memory_budget)
         self._spec = spec
         self._index = 0  # the next chunk to take back
@@ -340,6 +351,19 @@ class WorkerPoolProducer(Schedule):
         pool = self._pool = _Pool(spec, self.count, worker_count, reads, timeout_s, keys)
         # The finalizer holds the pool, never the producer: dropping the iterator stops the workers.
         self._finalizer = weakref.finalize(self, pool.shutdown)
+        self._begun = not deferred
+        if self._begun:
+            self._hand_out()
+
+    def workers_ready(self) -> bool:
+        """Whether every worker has loaded the pipeline (a deferred pool: before ``begin``); never waits."""
+        return self._pool is None or self._pool.poll_ready()
+
+    def begin(self, start: int) -> None:
+        """Hands out the chunks from position ``start`` on (a deferred pool, once)."""
+        if self._begun:
+            raise ValueError("this worker pool has begun already")
+        self._begun, self.start = True, start
         self._hand_out()
 
     def _hand_out(self) -> None:
@@ -357,6 +381,8 @@ class WorkerPoolProducer(Schedule):
         bounds = self.bounds(index)
         if bounds is None or self._pool is None:
             return None
+        if not self._begun:
+            self.begin(self.start)
         if self._pool.closed:
             raise WorkerError("the worker pool is closed")
         w = self.worker_of(index)
