@@ -89,11 +89,12 @@ class CompiledLoader(DataLoader):
 
     def __init__(self, source: Any, sampler: IndexSampler, operations: Sequence[Any], *, chain_digest: str,
                  worker_count: int = 0, buffer: int | None = None, chunk_size: int | None = None,
-                 worker_mode: str = "process", worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S) -> None:
+                 worker_mode: str = "process", worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
+                 warm_start: bool = True) -> None:
         super().__init__(source, sampler, operations, worker_count=worker_count, chunk_size=chunk_size,
                          worker_buffer_size=2 if buffer is None else buffer,
                          worker_mode="thread" if worker_mode == "thread" else "process",
-                         worker_timeout_s=worker_timeout_s, warm_start=False)  # no warm-start option yet
+                         worker_timeout_s=worker_timeout_s, warm_start=warm_start)
         self.chain_digest = chain_digest
 
     @cached_property
@@ -179,8 +180,10 @@ class Compiled:
 class _Context:
     def __init__(self, *, salt: int, prefix_digest: Callable[[int], str] | None, worker_count: int,
                  buffer: int | None, mix_segment: tuple[int, list[int]] | None = None,
-                 worker_mode: str = "process", worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S) -> None:
+                 worker_mode: str = "process", worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
+                 warm_start: bool = True) -> None:
         self.salt = salt
+        self.warm_start = warm_start
         self.prefix_digest = prefix_digest
         self.worker_count = worker_count
         self.worker_mode = worker_mode
@@ -244,7 +247,7 @@ def component_view(dataset: Any, ctx: _Context, index: int, what: str) -> tuple[
             raise ConfigError(f"{what} component {index} has a shard(): shard the {what} instead")
     sub = _Context(salt=derive_seed(ctx.salt, index, 0x434F4D50), prefix_digest=dataset.prefix_digest,
                    worker_count=ctx.worker_count, buffer=ctx.buffer, worker_mode=ctx.worker_mode,
-                   worker_timeout_s=ctx.worker_timeout_s)
+                   worker_timeout_s=ctx.worker_timeout_s, warm_start=ctx.warm_start)
     stage, _, front, _ = _build(nodes, sub)
     if front is not None:
         raise ConfigError(f"{what} component {index} is packed; pack the {what} instead")
@@ -381,7 +384,7 @@ def _cache(stage: _Stage, node: N.Cache, ctx: _Context) -> _Stage:
         ctx.reseeded = ctx.reseeded or isinstance(source, RepeatView)
         loader = DataLoader(source, sampler, stage.operations(), worker_count=ctx.worker_count,
                             worker_mode="thread" if ctx.worker_mode == "thread" else "process",
-                            worker_timeout_s=ctx.worker_timeout_s)
+                            worker_timeout_s=ctx.worker_timeout_s, warm_start=ctx.warm_start)
         with iter(loader) as it:
             yield from it
 
@@ -480,8 +483,9 @@ def compile_chain(nodes: Sequence[N.Node], *, chain_digest: str, prefix_digest: 
     buffer = prefetch[-1].buffer if prefetch else None
     mode = prefetch[-1].worker_mode if prefetch else "process"
     timeout = prefetch[-1].worker_timeout_s if prefetch else DEFAULT_WORKER_TIMEOUT_S
+    warm = prefetch[-1].warm_start if prefetch else True
     ctx = _Context(salt=0, prefix_digest=prefix_digest, worker_count=worker_count, buffer=buffer,
-                   mix_segment=mix_segment, worker_mode=mode, worker_timeout_s=timeout)
+                   mix_segment=mix_segment, worker_mode=mode, worker_timeout_s=timeout, warm_start=warm)
     stage, shard, front, rebatch = _build(nodes, ctx)
     ctx.stages.append(f"stage {len(ctx.stages)}: {_stage_line(stage)}"
                       + (f" -> {front.batch!r}" if front is not None and front.batch is not None else "")
@@ -494,7 +498,8 @@ def compile_chain(nodes: Sequence[N.Node], *, chain_digest: str, prefix_digest: 
         chain_digest = f"{chain_digest}+reseed"
     loader = CompiledLoader(source, sampler, stage.operations(), chain_digest=chain_digest,
                             worker_count=worker_count, buffer=buffer, worker_mode=mode,
-                            worker_timeout_s=timeout, chunk_size=_PACK_CHUNK_WINDOWS if front is not None else None)
+                            worker_timeout_s=timeout, warm_start=warm,
+                            chunk_size=_PACK_CHUNK_WINDOWS if front is not None else None)
     in_order = stage.shuffle is None and (stage.epochs == 1 or stage.endless_source)
     mix = stage.source if isinstance(stage.source, MixView) and in_order else None
     endless = stage.endless

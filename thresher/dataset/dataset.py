@@ -311,11 +311,13 @@ class Dataset:
         return self._then(lambda at: N.Shard(at=at, options=options))
 
     def prefetch(self, worker_count: int = 0, buffer: int = 2, worker_mode: WorkerMode = "process",
-                 worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S) -> Dataset:
+                 worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S, warm_start: bool = True) -> Dataset:
         """Computes ahead in ``worker_count`` processes (``worker_mode="thread"``: threads),
         ``buffer`` chunks each. It changes speed only, never the elements; it applies to
         the whole pipeline (a mix or interleave component's own prefetch is ignored).
-        ``worker_timeout_s`` is the watchdog's limit, as in ``DataLoader``.
+        ``worker_timeout_s`` is the watchdog's limit and ``warm_start`` (first chunks
+        computed in this process while the worker processes start, so that a first batch
+        or a restore does not wait for them) is as in ``DataLoader``.
 
         Example:
             >>> import thresher as th
@@ -327,8 +329,10 @@ class Dataset:
         w = _positive_int(worker_count, "prefetch worker_count", 0)
         b = _positive_int(buffer, "prefetch buffer")
         options = LoaderOptions(w, worker_mode=worker_mode, worker_timeout_s=worker_timeout_s)  # checked
+        if not isinstance(warm_start, bool):
+            raise ConfigError(f"prefetch warm_start must be True or False, got {warm_start!r}")
         return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b, worker_mode=str(options.worker_mode),
-                                                worker_timeout_s=options.worker_timeout_s))
+                                                worker_timeout_s=options.worker_timeout_s, warm_start=warm_start))
 
     def cache(self, path: str | os.PathLike[str] | None = None, *, max_bytes: int | None = None,
               serializer: Any = None, timeout_s: float = 3600.0,
