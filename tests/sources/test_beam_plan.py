@@ -75,7 +75,7 @@ def test_lost_or_duplicated_records_are_errors() -> None:
     routed = _routed(list(range(100)), True, [])
     plan = _plan(routed, 4)
     group = _by_shard(plan, routed)[1]
-    with pytest.raises(ConfigError, match="shard 1 got .* records of bucket|do not make"):
+    with pytest.raises(ConfigError, match="shard 1 of 4 got 0 of the 1 records of bucket"):
         list(plan.place(1, group[1:], "train"))
     with pytest.raises(ConfigError, match="two examples have the key"):  # a record delivered twice
         list(plan.place(1, group + group[:1], "train"))

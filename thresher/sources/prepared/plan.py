@@ -107,17 +107,38 @@ class Plan:
             pos = int(self.starts[b]) + rank
             rank, prev = rank + 1, sk
             if first <= pos < end:
-                if pos != expected:
-                    break
+                if pos != expected:  # a whole bucket before this one never came
+                    self._refuse_missing(expected, shard, split)
                 expected += 1
                 yield pos, record
         self._check_bucket(bucket, rank, shard, split)
-        if expected != end:
-            raise ConfigError(f"split {split!r}: shard {shard} got positions that do not make "
-                              f"[{first}, {end}) (a runner delivered records twice or lost some)")
+        if expected != end:  # the shard's last bucket(s) never came
+            self._refuse_missing(expected, shard, split)
+
+    def bucket_of(self, position: int) -> int:
+        """The bucket holding the record at global ``position`` (``0 <= position < count``).
+
+        Example:
+            >>> counts = np.zeros(NUM_BUCKETS, np.int64)
+            >>> counts[[3, 7]] = [4, 5]
+            >>> Plan(counts, nbytes=90, num_shards=2).bucket_of(4)
+            7
+        """
+        return int(np.searchsorted(self.starts, position, side="right")) - 1
+
+    def _refuse_missing(self, position: int, shard: int, split: str) -> None:
+        self._refuse(shard, self.bucket_of(position), 0, split)
 
     def _check_bucket(self, bucket: int, got: int, shard: int, split: str) -> None:
         if bucket >= 0 and got != self.starts[bucket + 1] - self.starts[bucket]:
-            raise ConfigError(f"split {split!r}: shard {shard} got {got} records of bucket {bucket}, "
-                              f"the plan counted {self.starts[bucket + 1] - self.starts[bucket]} (a "
-                              "runner delivered records twice or lost some)")
+            self._refuse(shard, bucket, got, split)
+
+    def _refuse(self, shard: int, bucket: int, got: int, split: str) -> None:
+        planned = int(self.starts[bucket + 1] - self.starts[bucket])
+        raise ConfigError(
+            f"split {split!r}: shard {shard} of {self.num_shards} got {got} of the {planned} records "
+            f"of bucket {bucket} (global positions [{int(self.starts[bucket])}, "
+            f"{int(self.starts[bucket + 1])})) that the plan counted, so the runner "
+            f"{'lost' if got < planned else 'added'} records between counting and the shard writer. "
+            "Nothing was committed; run the pipeline again (see 'When a shard refuses to write' in "
+            "docs/beam.md)")
