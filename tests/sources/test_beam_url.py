@@ -64,7 +64,8 @@ def test_shards_uploaded_by_the_workers_are_the_bytes_of_a_local_prepare(
     assert info.data_dir == via_prepare
     assert _objects(via_prepare, so) == dir_files(local)
     # nothing else is left in the bucket: no spill runs, no spool files, no hidden prefix
-    assert sorted({n.split("/")[0] for n in _bucket_names(bucket, so)}) == ["mine", "prepared"]
+    assert sorted(_bucket_names(bucket, so)) == sorted(f"{d}/1.0.0/{n}" for d in ("mine", "prepared")
+                                                       for n in dir_files(local))
 
 
 def test_the_result_reads_back_with_split_strings(s3) -> None:
