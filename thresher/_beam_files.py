@@ -96,10 +96,6 @@ def _ranges(idx: RunIndex, plan: Plan) -> Iterator[tuple[int, Range]]:
 class _WriteShardFromRuns(WriteShard):
     """``WriteShard`` whose grouped values are byte ranges of runs, read here."""
 
-    def __init__(self, tmp: str, dataset: str, split: str, shuffle: bool,
-                 storage_options: Mapping[str, Any] | None) -> None:
-        super().__init__(tmp, dataset, split, shuffle)
-        self.storage_options = storage_options
 
     def gather(self, values: Iterable[Range], edges: Sequence[bytes] | None) -> list[Routed]:
         bucket = bucket_function(edges)

@@ -8,7 +8,7 @@ that exchange the steps are the same and live here. Importing this module needs 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,8 @@ from thresher.sources.prepared.info import SplitInfo
 from thresher.sources.prepared.keys import key_bytes, sort_key
 from thresher.sources.prepared.layout import shard_filename
 from thresher.sources.prepared.plan import NUM_BUCKETS, Plan, Routed, edge_bucket, hash_bucket
+from thresher.sources.remote.commit import staging
+from thresher.sources.remote.fs import join
 
 __all__ = ["METRICS", "Count", "Encoder", "WriteShard", "bucket_function", "split_info"]
 
@@ -93,11 +95,14 @@ class WriteShard(beam.DoFn):
 
     Reports, in namespace ``METRICS``, the distributions ``held_records`` and ``held_bytes``
     (what one call holds: the shard plus the parts of its edge buckets) and ``shard_records``.
-    Subclasses gather the shard's records another way by overriding ``gather``.
+    Subclasses gather the shard's records another way by overriding ``gather``. ``tmp`` is
+    a local directory or a URL (``storage_options`` for it): see ``write_shard``.
     """
 
-    def __init__(self, tmp: str, dataset: str, split: str, shuffle: bool) -> None:
+    def __init__(self, tmp: str, dataset: str, split: str, shuffle: bool,
+                 storage_options: Mapping[str, Any] | None = None) -> None:
         self.tmp, self.dataset, self.split, self.shuffle = tmp, dataset, split, shuffle
+        self.storage_options = storage_options
         self.held = beam.metrics.Metrics.distribution(METRICS, "held_records")
         self.held_bytes = beam.metrics.Metrics.distribution(METRICS, "held_bytes")
         self.written = beam.metrics.Metrics.distribution(METRICS, "shard_records")
@@ -113,30 +118,37 @@ class WriteShard(beam.DoFn):
         self.held.update(len(held))
         self.held_bytes.update(sum(len(r[2]) for r in held))
         result = write_shard(self.tmp, self.dataset, self.split, shard, plan.num_shards,
-                             (r for _, r in plan.place(shard, held, self.split, self.shuffle)))
+                             (r for _, r in plan.place(shard, held, self.split, self.shuffle)),
+                             self.storage_options)
         self.written.update(result[1])
         yield result
 
 
 def write_shard(tmp: str, dataset: str, split: str, shard: int, shards: int,
-                records: Iterable[bytes]) -> tuple[int, int, int]:
-    """Writes shard ``shard`` of ``shards``; returns (shard, records, bytes on disk)."""
-    path = os.path.join(tmp, shard_filename(dataset, split, shard, shards))
-    with ArrayRecordWriter(path) as w:
-        for r in records:
-            w.write(r)
-        n = w.count
-    return shard, n, os.path.getsize(path)
+                records: Iterable[bytes], storage_options: Mapping[str, Any] | None = None
+                ) -> tuple[int, int, int]:
+    """Writes shard ``shard`` of ``shards``; returns (shard, records, bytes on disk).
+
+    Into directory ``tmp``; when ``tmp`` is a URL, into a local file uploaded whole to
+    its final object name (a retry writes the same bytes to the same name).
+    """
+    with staging(join(tmp, shard_filename(dataset, split, shard, shards)), storage_options) as path:
+        with ArrayRecordWriter(path) as w:
+            for r in records:
+                w.write(r)
+            n = w.count
+        size = os.path.getsize(path)
+    return shard, n, size
 
 
 def split_info(written: list[tuple[int, int, int]], plan: Plan, tmp: str, dataset: str,
-               split: str) -> SplitInfo:
+               split: str, storage_options: Mapping[str, Any] | None = None) -> SplitInfo:
     """The SplitInfo of a split from its written shards (an empty shard file where none came)."""
     shards = plan.num_shards
     done = {s: (n, size) for s, n, size in written}
     for s in range(shards):  # an empty split still has its one (empty) shard file
         if s not in done:
-            _, n, size = write_shard(tmp, dataset, split, s, shards, ())
+            _, n, size = write_shard(tmp, dataset, split, s, shards, (), storage_options)
             done[s] = (n, size)
     lengths = tuple(done[s][0] for s in range(shards))
     return SplitInfo(split, lengths, sum(size for _, size in done.values()), dataset)

@@ -25,11 +25,16 @@ sort keys (one more pass over the keys, 4,097 of them kept). ``WriteShard`` repo
 it held as Beam metrics (namespace ``thresher.beam``: ``held_records``, ``held_bytes``,
 ``shard_records``).
 
-Files are written into a hidden temporary directory beside the target, which readers
-refuse; the final rename makes the dataset appear whole or not at all. A pipeline that
-fails leaves at most that temporary directory, with its spill files (``prepare`` removes
-it); a successful one removes the spill files before the commit. The target must be
-on a filesystem that every worker and the launching process see.
+The target is a local directory (on a filesystem that every worker and the launching
+process see) or a URL (``gs://``, ``s3://``, any fsspec URL, with ``storage_options``).
+Locally, files are written into a hidden temporary directory beside the target, which
+readers refuse; the final rename makes the dataset appear whole or not at all. For a URL
+each shard writer uploads its shard to its final object name and the commit uploads
+``dataset_info.json`` last; readers refuse the prefix until then (``thresher._beam_target``,
+which also says how a URL that already holds objects is treated). A pipeline that fails
+leaves at most the temporary directory or the shards without ``dataset_info.json``, and
+its spill files (``prepare`` removes them); a successful one removes the spill files
+before the commit.
 
 Example:
     >>> import os, tempfile
@@ -46,10 +51,8 @@ Example:
 
 from __future__ import annotations
 
-import os
 import pickle
 import re
-import shutil
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -61,20 +64,15 @@ except ImportError as e:  # pragma: no cover - the extra is part of the test env
 from thresher import errors
 from thresher._beam_files import through_files
 from thresher._beam_shards import METRICS, Count, Encoder, WriteShard, split_info
+from thresher._beam_target import abandon, commit, open_target, temp_prefix
 from thresher._validate import check_int
 from thresher.errors import ConfigError, ThresherError
 from thresher.sources.prepared.info import DatasetInfo, SplitInfo
 from thresher.sources.prepared.layout import PathLike
 from thresher.sources.prepared.plan import EDGES, Plan, Routed, edge_bucket, hash_bucket
 from thresher.sources.prepared.spill import RUN_BYTES, remove_tree
-from thresher.sources.prepared.writer import (
-    PrepareArgs,
-    check_prepare_args,
-    commit_dataset,
-    shuffle_key,
-    temp_dir,
-)
-from thresher.sources.remote.fs import join
+from thresher.sources.prepared.writer import PrepareArgs, check_prepare_args, shuffle_key, temp_dir
+from thresher.sources.remote.fs import filesystem, is_url, join
 
 __all__ = ["EXCHANGES", "METRICS", "WriteDataset", "prepare_on_beam"]
 
@@ -105,7 +103,7 @@ def _route(routed: Routed, plan: Plan) -> Iterator[tuple[int, Routed]]:
 
 
 def _through_runner(pcoll: Any, label: str, encode: Encoder, num_shards: int | None,
-                    tmp: str, dataset: str) -> tuple[Any, Any]:
+                    tmp: str, dataset: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, Any]:
     """One split's steps with the records in the runner's shuffle; (written shards, plan)."""
     encoded = pcoll | f"{label}/Encode" >> beam.ParDo(_Encode(encode))
     if encode.shuffle:
@@ -119,14 +117,15 @@ def _through_runner(pcoll: Any, label: str, encode: Encoder, num_shards: int | N
     written = (bucketed
                | f"{label}/Route" >> beam.FlatMap(_route, plan)
                | f"{label}/GroupShard" >> beam.GroupByKey()
-               | f"{label}/WriteShard" >> beam.ParDo(WriteShard(tmp, dataset, encode.split, encode.shuffle), plan))
+               | f"{label}/WriteShard" >> beam.ParDo(
+                   WriteShard(tmp, dataset, encode.split, encode.shuffle, storage_options), plan))
     return written, plan
 
 
 def _commit(infos: list[tuple[int, SplitInfo]], tmp: str, args: PrepareArgs, spill: str,
             storage_options: Mapping[str, Any] | None) -> str:
     remove_tree(spill, storage_options)
-    commit_dataset(tmp, args, [info for _, info in sorted(infos, key=lambda x: x[0])])
+    commit(tmp, args, [info for _, info in sorted(infos, key=lambda x: x[0])], storage_options)
     return args.target
 
 
@@ -137,9 +136,10 @@ class WriteDataset(beam.PTransform):
     """Writes ``(key, example)`` pairs as a prepared dataset directory at ``path``.
 
     Args:
-        path: the directory to create; the same arguments as ``thresher.prepare`` follow
-            (``features``, ``num_shards``, ``name``, ``version``, ``description``,
-            ``shuffle``, ``overwrite``).
+        path: the directory to create, or a URL (``gs://bucket/ds/1.0.0``; the workers
+            upload the shards, ``dataset_info.json`` is uploaded last); the same
+            arguments as ``thresher.prepare`` follow (``features``, ``num_shards``,
+            ``name``, ``version``, ``description``, ``shuffle``, ``overwrite``).
         split: the split name when the input is one PCollection; with a dict
             ``{split: PCollection}`` every split is written.
         exchange: how records travel from the encoders to the shard writers:
@@ -148,9 +148,9 @@ class WriteDataset(beam.PTransform):
             shuffle (GroupByKey), e.g. Dataflow's managed shuffle. The output is the same.
         spill_dir: where the spill files go with ``exchange="files"`` (a local path or an
             fsspec URL such as ``gs://bucket/tmp``; every worker must reach it). By
-            default a folder in the hidden temporary directory beside ``path``. A
-            uniquely named folder under it is removed before the commit.
-        storage_options: fsspec options for a ``spill_dir`` URL.
+            default a folder in the hidden temporary directory (or prefix) beside ``path``.
+            A uniquely named folder under it is removed before the commit.
+        storage_options: fsspec options for a URL ``path`` and a ``spill_dir`` URL.
         run_bytes: the most record bytes an encoder buffers before it writes a sorted
             run (``exchange="files"``).
 
@@ -181,10 +181,8 @@ class WriteDataset(beam.PTransform):
         args = self.args or check_prepare_args(
             self.path, list(inputs), self.features, self.num_shards, self.name, self.version,
             self.description, self.shuffle, self.overwrite)
-        self.args, self.tmp = args, temp_dir(args.target)
-        tmp, so = self.tmp, self.storage_options
-        spill = self.spill = (os.path.join(tmp, ".spill") if self.spill_dir is None
-                              else join(self.spill_dir, os.path.basename(tmp)))
+        self.args, so = args, self.storage_options
+        tmp, spill = self.tmp, self.spill = open_target(args.target, so, self.overwrite, self.spill_dir)
         infos = []
         for i, (split, pcoll) in enumerate(inputs.items()):
             n = args.shard_counts[split]
@@ -193,9 +191,9 @@ class WriteDataset(beam.PTransform):
                 written, plan = through_files(pcoll, split, encode, n, spill, f"{i:05d}", self.run_bytes, so,
                                               (tmp, args.dataset))
             else:
-                written, plan = _through_runner(pcoll, split, encode, n, tmp, args.dataset)
+                written, plan = _through_runner(pcoll, split, encode, n, tmp, args.dataset, so)
             infos.append(written | f"{split}/Written" >> beam.combiners.ToList() | f"{split}/Info" >> beam.Map(
-                lambda w, plan, i=i, split=split: (i, split_info(w, plan, tmp, args.dataset, split)), plan))
+                lambda w, plan, i=i, split=split: (i, split_info(w, plan, tmp, args.dataset, split, so)), plan))
         return (infos | "AllSplits" >> beam.Flatten() | "Gather" >> beam.combiners.ToList()
                 | "Commit" >> beam.Map(_commit, tmp, args, spill, so))
 
@@ -204,13 +202,15 @@ SPOOL_BYTES = 16 << 20  # examples per spool file, in pickled bytes
 
 
 def prepare_on_beam(args: PrepareArgs, splits: Mapping[str, Any], runner: str,
-                    options: Mapping[str, Any]) -> DatasetInfo:
+                    options: Mapping[str, Any], storage_options: Mapping[str, Any] | None = None,
+                    overwrite: bool = False) -> DatasetInfo:
     """``thresher.prepare(..., beam_runner=runner)``: runs WriteDataset on the given splits.
 
     The examples of each split are ``(key, example)`` pairs, from a list or a generator.
     They are streamed, one at a time, into files of about 16 MiB in a hidden directory
-    beside the target (workers read those files in parallel; it is removed at the end),
-    so neither the launching process nor the pipeline's graph holds a split.
+    (or, for a URL target, prefix) beside the target; workers read those files in
+    parallel, and they are removed at the end. Neither the launching process nor the
+    pipeline's graph holds a split. A failed run removes what it wrote.
     """
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -218,31 +218,38 @@ def prepare_on_beam(args: PrepareArgs, splits: Mapping[str, Any], runner: str,
         if isinstance(examples, Mapping):
             raise ConfigError(f"split {split!r}: Beam needs (key, example) pairs, not a dict "
                               "of columns")
-    transform = WriteDataset(args.target, features=args.codec.features)
+    so = dict(storage_options) if storage_options else None
+    transform = WriteDataset(args.target, features=args.codec.features, overwrite=overwrite,
+                             storage_options=so)
     transform.args = args
-    spool = temp_dir(args.target)
+    spool = temp_prefix(args.target) if is_url(args.target) else temp_dir(args.target)
     try:
-        files = {split: _spool(examples, os.path.join(spool, f"{i:05d}"), split)
+        files = {split: _spool(examples, join(spool, f"{i:05d}"), split, so)
                  for i, (split, examples) in enumerate(splits.items())}
         with beam.Pipeline(runner=runner, options=PipelineOptions(flags=[], **options)) as p:
             pcolls = {split: p | f"{split}/Files" >> beam.Create(paths)
-                      | f"{split}/Read" >> beam.FlatMap(_read_spool)
+                      | f"{split}/Read" >> beam.FlatMap(_read_spool, so)
                       for split, paths in files.items()}
             _ = pcolls | transform
     except BaseException as e:
-        if transform.spill is not None:
-            remove_tree(transform.spill, transform.storage_options)
-        if transform.tmp is not None:
-            shutil.rmtree(transform.tmp, ignore_errors=True)
+        abandon(transform.tmp, transform.spill, so)
         if isinstance(e, Exception) and not isinstance(e, ThresherError):
             raise _worker_error(e) from e
         raise
     finally:
-        shutil.rmtree(spool, ignore_errors=True)
-    return DatasetInfo.read(args.target)
+        remove_tree(spool, so)
+    return DatasetInfo.read(args.target, so)
 
 
-def _spool(examples: Iterable[Any], prefix: str, split: str) -> list[str]:
+def _open(path: str, mode: str, storage_options: Mapping[str, Any] | None) -> Any:
+    if not is_url(path):
+        return open(path, mode)
+    fs, inner = filesystem(path, storage_options)
+    return fs.open(inner, mode)
+
+
+def _spool(examples: Iterable[Any], prefix: str, split: str,
+           storage_options: Mapping[str, Any] | None = None) -> list[str]:
     """Pickles ``examples`` one by one into files ``prefix-NNNNN`` of about SPOOL_BYTES each."""
     paths: list[str] = []
     f = None
@@ -252,7 +259,7 @@ def _spool(examples: Iterable[Any], prefix: str, split: str) -> list[str]:
                 if f is not None:
                     f.close()
                 paths.append(f"{prefix}-{len(paths):05d}")
-                f = open(paths[-1], "wb")  # noqa: SIM115 - closed when full or at the end
+                f = _open(paths[-1], "wb", storage_options)
             try:
                 pickle.dump(pair, f, protocol=pickle.HIGHEST_PROTOCOL)
             except (pickle.PicklingError, TypeError, AttributeError) as e:
@@ -266,8 +273,8 @@ def _spool(examples: Iterable[Any], prefix: str, split: str) -> list[str]:
     return paths
 
 
-def _read_spool(path: str) -> Iterator[Any]:
-    with open(path, "rb") as f:
+def _read_spool(path: str, storage_options: Mapping[str, Any] | None = None) -> Iterator[Any]:
+    with _open(path, "rb", storage_options) as f:
         while True:
             try:
                 yield pickle.load(f)

@@ -256,7 +256,8 @@ def check_prepare_args(path: PathLike, split_names: Sequence[str], features: Any
                        version: str, description: str, shuffle: bool,
                        overwrite: bool) -> PrepareArgs:
     """Checks ``prepare``'s arguments; ConfigError names the one that is wrong."""
-    target = os.path.abspath(os.fspath(path))
+    text = os.fspath(path)
+    target = text.rstrip("/") if is_url(text) else os.path.abspath(text)
     dataset = _dataset_name(target, name)
     if not split_names:
         raise ConfigError("splits must be a non-empty dict {split name: examples}")
@@ -273,7 +274,7 @@ def check_prepare_args(path: PathLike, split_names: Sequence[str], features: Any
     if not isinstance(version, str) or not version:
         raise ConfigError(f"version must be a non-empty string, got {version!r}")
     codec = RecordCodec(as_feature(features))
-    if os.path.exists(target) and not overwrite:
+    if not is_url(target) and os.path.exists(target) and not overwrite:  # a URL: by its writer
         raise ConfigError(f"{target!r} already exists; pass overwrite=True (or --overwrite) "
                           "to replace it")
     return PrepareArgs(target, dataset, shard_counts, codec, version, description, bool(shuffle))
@@ -286,13 +287,17 @@ def temp_dir(target: str) -> str:
     return tempfile.mkdtemp(prefix=f".{os.path.basename(target)}{TEMP_MARK}", dir=parent)
 
 
+def dataset_info(args: PrepareArgs, infos: Sequence[SplitInfo]) -> DatasetInfo:
+    """The DatasetInfo that a prepare with ``args`` writing splits ``infos`` commits."""
+    return DatasetInfo(args.dataset, args.version, args.description, args.codec.features,
+                       SplitDict(list(infos)), data_dir=None, shuffled=args.shuffle)
+
+
 def commit_dataset(tmp: str, args: PrepareArgs, infos: Sequence[SplitInfo]) -> None:
     """Writes ``dataset_info.json`` last into ``tmp``, syncs, and renames ``tmp`` into place."""
-    info = DatasetInfo(args.dataset, args.version, args.description, args.codec.features,
-                       SplitDict(list(infos)), data_dir=None, shuffled=args.shuffle)
     info_path = os.path.join(tmp, INFO_FILE)
     with open(info_path, "w", encoding="utf-8") as f:
-        f.write(info.dumps())
+        f.write(dataset_info(args, infos).dumps())
     for entry in os.listdir(tmp):
         _fsync(os.path.join(tmp, entry))
     _fsync(tmp)
@@ -344,21 +349,21 @@ def prepare(
         beam_options: Beam pipeline options, e.g. ``{"direct_num_workers": 2}``.
         storage_options: fsspec options when ``path`` is a URL (``s3://bucket/ds``): the
             dataset is written on local disk, uploaded, and committed by uploading
-            ``dataset_info.json`` last.
+            ``dataset_info.json`` last. With ``beam_runner`` the Beam workers upload the
+            shards themselves (``thresher.beam``).
 
     Returns:
         The DatasetInfo of the new dataset.
     """
-    if is_url(os.fspath(path)):
-        url = os.fspath(path).rstrip("/")
-        if exists(url, storage_options) and not overwrite:
-            raise ConfigError(f"{url!r} already exists; pass overwrite=True to replace it")
+    url = os.fspath(path).rstrip("/")
+    if is_url(url) and exists(url, storage_options) and not overwrite:  # before reading examples
+        raise ConfigError(f"{url!r} already exists; pass overwrite=True to replace it")
+    if is_url(url) and beam_runner is None:
         with tempfile.TemporaryDirectory(prefix="thresher-prepare-") as tmp:
             local = os.path.join(tmp, "dataset")
             prepare(local, splits, features=features, num_shards=num_shards,
                     name=_dataset_name(url, name), version=version, description=description,
-                    shuffle=shuffle, progress=progress, keyed=keyed, beam_runner=beam_runner,
-                    beam_options=beam_options)
+                    shuffle=shuffle, progress=progress, keyed=keyed)
             publish_tree(local, url, storage_options, last=INFO_FILE, overwrite=overwrite)
         return DatasetInfo.read(url, storage_options)
     if not isinstance(splits, Mapping) or not splits:
@@ -368,7 +373,8 @@ def prepare(
     if beam_runner is not None:
         from thresher.beam import prepare_on_beam
 
-        return prepare_on_beam(args, splits, beam_runner, beam_options or {})
+        return prepare_on_beam(args, splits, beam_runner, beam_options or {}, storage_options,
+                               overwrite=overwrite)
     start = time.perf_counter()
     tmp = temp_dir(args.target)
     try:
