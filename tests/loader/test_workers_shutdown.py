@@ -112,7 +112,7 @@ class TestInProcess:
                 it.close()
             del it  # the other half are only dropped
         assert not _workers()
-        assert time.monotonic() - start < 60
+        assert time.monotonic() - start < 180  # a hang guard (100 pools), loose for loaded machines
 
     def test_the_first_batch_comes_fast(self, records_path: str) -> None:
         loader = wh.build(records_path, batch=16, random_map=True, workers=2)
