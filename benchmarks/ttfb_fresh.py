@@ -16,8 +16,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 
 _CHILD = r"""
 import sys, time, json
@@ -48,22 +46,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rows", default="", help="comma-separated row names (default: all)")
     ap.add_argument("--out", default="benchmarks/results/results_ttfb_fresh.json")
     args = ap.parse_args(argv)
-    from benchmarks import datasets
+    from benchmarks import datasets, fresh
 
     data = datasets.ensure(args.cache, "mnist", 60_000)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     rows = [r for r in ROWS if not args.rows or r[0] in args.rows.split(",")]
     runs: dict[str, list[float]] = {name: [] for name, _, _ in rows}
-    for r in range(args.rounds):
-        for name, module, cfg in rows:
-            code = _CHILD.format(root=root, module=module, cfg=cfg, data=data)
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-            if out.returncode != 0:
-                print(f"  [{r + 1}] {name}: failed: {out.stderr[-400:]}")
-                continue
-            res = json.loads(out.stdout.strip().splitlines()[-1])
-            runs[name].append(res["ttfb_s"])
-            print(f"  [{r + 1}/{args.rounds}] {name:<28} TTFB {res['ttfb_s']:.3f} s", flush=True)
+    for r, name, res in fresh.interleaved(_CHILD, rows, args.rounds, data, 300):
+        runs[name].append(res["ttfb_s"])
+        print(f"  [{r + 1}/{args.rounds}] {name:<28} TTFB {res['ttfb_s']:.3f} s", flush=True)
     print(f"\nTTFB, 2 workers, fresh process with jax + torch imported (median of {args.rounds}; machine shared)")
     for name, ts in runs.items():
         if ts:

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from typing import Any
 
 import numpy as np
@@ -89,7 +90,7 @@ def test_any_handover_point_gives_the_chunks_of_one_producer(records_path: str, 
     assert len(pools) <= 1
     if pools and pools[0].begun_at is not None:
         begun = pools[0].begun_at
-        assert (begun - start) % chunk == 0 and start + chunk < begun < stop  # a boundary, after 2+ local chunks
+        assert (begun - start) % chunk == 0 and start + chunk <= begun < stop  # a boundary, after 1+ local chunks
         assert warm.local_chunks == (begun - start) // chunk  # every chunk before it computed here, none twice
     else:
         assert warm.local_chunks == count  # no hand-over: every chunk here
@@ -134,3 +135,42 @@ def test_fresh_process_warm_start_then_workers_same_batches(records_path: str) -
     assert res["handed_over_after"] is not None, res  # the workers took over
     assert res["same"], res
     assert np.int64(res["batches"]) > res["handed_over_after"]
+
+
+def _slow(x: int) -> int:
+    time.sleep(0.05)
+    return x * 3
+
+
+def test_heavy_chunks_hand_over_while_this_process_computes() -> None:
+    """A heavy first chunk starts the fork server and the workers while it is computed, and the
+    pool takes the stream from the chunk after it: it never waits for a heavy chunk here to end."""
+    import thresher as th
+    from thresher.loader.chunk import ChunkProcessor
+    from thresher.transforms import plan_operations
+
+    stop, chunk = 40, 4  # chunks of 0.2 s
+    proc = ChunkProcessor(th.sources.RangeDataSource(0, stop), th.IndexSampler(stop, shuffle=True, seed=3),
+                          plan_operations([_slow]))
+    local_done = [0]
+    events: list[tuple[str, int]] = []
+    pools: list[_Deferred] = []
+
+    def ready() -> bool:
+        events.append(("server asked", local_done[0]))
+        return True
+
+    def pool(at: int) -> _Deferred:
+        events.append(("pool made", local_done[0]))
+        pools.append(_Deferred(proc, at, stop, chunk, ready_after=0))
+        return pools[-1]
+
+    warm = WarmStartProducer(proc, 0, stop, chunk, None, pool, ready=ready, timeout_s=60.0)
+    plain = InProcessProducer(proc, 0, stop, chunk)
+    while (a := warm.next_chunk()) is not None:
+        b = plain.next_chunk()
+        assert b is not None and a.positions.tolist() == b.positions.tolist() and a.elements == b.elements
+        local_done[0] = warm.local_chunks
+    assert plain.next_chunk() is None
+    assert events[0] == ("server asked", 0) and ("pool made", 0) in events  # during the first chunk
+    assert pools[0].begun_at == chunk and warm.local_chunks == 1  # the workers take every chunk after it

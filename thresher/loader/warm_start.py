@@ -9,9 +9,11 @@ imported jax and torch, on an idle machine), and every iterator (a new epoch, a
 With ``warm_start=True`` (the default) none of that is time to the first batch:
 :class:`WarmStartProducer` computes the first chunk in this process, exactly as
 ``worker_count=0`` would; when the next one is asked for it starts the fork server in a
-background thread (:func:`begin`), and the workers (deferred) as soon as it can fork,
-and computes chunks here until every worker of the new pool has loaded the pipeline. The pool
-then takes the stream from the chunk after the one this process computes last. Each
+background thread (:func:`begin`; a heavy first chunk starts it sooner), and the workers
+(deferred) as soon as it can fork, and computes chunks here until every worker of the new
+pool has loaded the pipeline. The pool then takes the stream from the chunk after the one
+this process computes last: it watches the start-up while it computes, so the workers
+begin as soon as they are ready, not when a heavy chunk here ends. Each
 chunk is a pure function of its positions, so the batches are the same as with workers
 from the start, or with none.
 
@@ -132,18 +134,24 @@ class Deferred(Protocol):
 class WarmStartProducer:
     """Chunks computed here until the worker processes can take over, then by them.
 
-    The first chunk (the fork server starts, in the background, when the second is asked
-    for), then every chunk until the fork server is ready and until every worker
-    of ``make_pool(position)`` (started deferred, after the first chunk) has loaded the
-    pipeline, is computed in this process.
-    Once they are ready, the pool is given the chunks after the one this process computes
-    next, so the workers start on their first chunk while this process finishes its last.
+    The first chunk, then every chunk until the fork server is ready and every worker
+    of ``make_pool(position)`` (started deferred) has loaded the pipeline, is computed in
+    this process, on a helper thread. The fork server starts when the second chunk is
+    asked for, or ``heavy_s`` into the first one, whichever comes first: cheap chunks
+    keep the first batch free of start-up work, heavy ones (a batch of JPEG decodes)
+    overlap it. While a chunk is computed here this process keeps watching the start-up
+    (every ``poll_s``): the pool is made as soon as the fork server is ready, and is
+    given the chunks after the one in progress as soon as its workers are ready, so the
+    workers never wait for this process to finish a heavy chunk before they begin.
 
     Args:
         processor, start, stop, chunk_size, stats: as for ``InProcessProducer``.
         make_pool: the deferred worker pool (positions from its argument on; the same chunk
             size, so the chunks are those of one producer).
         ready: whether the fork server is ready (default: :func:`is_ready`).
+        timeout_s: seconds a chunk computed here may take before a WorkerStuckError (None:
+            no limit), as the watchdog allows a worker's chunk.
+        heavy_s, poll_s: see above.
 
     Example:
         >>> import thresher as th
@@ -162,12 +170,15 @@ class WarmStartProducer:
 
     def __init__(self, processor: ChunkProcessor, start: int, stop: int | None, chunk_size: int,
                  stats: StatsRecorder | None, make_pool: Callable[[int], Deferred],
-                 ready: Callable[[], bool] = is_ready, timeout_s: float | None = None) -> None:
+                 ready: Callable[[], bool] = is_ready, timeout_s: float | None = None,
+                 heavy_s: float = 0.02, poll_s: float = 0.01) -> None:
         self._local = InProcessProducer(processor, start, stop, chunk_size, stats)
         self._processor, self._timeout_s = processor, timeout_s
+        self._heavy_s, self._poll_s = heavy_s, poll_s
         self._start, self._stop, self._chunk_size = start, stop, chunk_size
         self._make_pool = make_pool
         self._ready = ready
+        self._begun = False  # the fork server has been asked to start
         self._done = 0  # chunks computed here
         self._pool: Deferred | None = None  # started, maybe not yet given chunks
         self._handed = False  # the pool has been given the chunks after the local ones
@@ -182,27 +193,42 @@ class WarmStartProducer:
         if self._handed:
             assert self._pool is not None
             return self._pool.next_chunk()
-        if self._pool is None and self._done:  # after the first chunk: starting never slows the first batch
-            begin()
-            if self._ready():
-                self._pool = self._make_pool(self._start)
-        if self._pool is not None and self._pool.workers_ready():
-            after = chunk_bounds(self._start, self._stop, self._chunk_size, self._done + 1)
-            if after is not None:  # the workers take the chunks after the next one, computed here
-                self._pool.begin(after[0])
-                self._handed = True
+        if self._done:  # after the first chunk: starting never slows a cheap first batch
+            self._begin()
+        self._advance()
         return self._local_chunk()
 
+    def _begin(self) -> None:
+        if not self._begun:
+            self._begun = True
+            begin()
+
+    def _advance(self) -> None:
+        """Never waits: makes the pool once the fork server is ready, and hands it the chunks after
+        the one computed here now (or next) once its workers are ready."""
+        if self._handed or not self._begun:
+            return
+        if self._pool is None:
+            if not self._ready():
+                return
+            self._pool = self._make_pool(self._start)
+        if self._pool.workers_ready():
+            after = chunk_bounds(self._start, self._stop, self._chunk_size, self._done + 1)
+            if after is not None:  # the workers take the chunks after this one, computed here
+                self._pool.begin(after[0])
+                self._handed = True
+
     def _local_chunk(self) -> Chunk | None:
-        chunk = self._local.next_chunk() if self._timeout_s is None else self._watched()
+        chunk = self._watched()
         if chunk is not None:
             self._done += 1
             self.local_chunks += 1
         return chunk
 
     def _watched(self) -> Chunk | None:
-        """The next local chunk, computed on a helper thread so that the watchdog's limit holds
-        here too: a chunk that takes longer than ``timeout_s`` is a WorkerStuckError, never a hang."""
+        """The next local chunk, computed on a helper thread while this one watches the workers'
+        start-up (``_advance``) and the watchdog's limit: a chunk that takes longer than
+        ``timeout_s`` is a WorkerStuckError, never a hang."""
         box: list[Chunk | BaseException | None] = []
         done = threading.Event()
 
@@ -217,8 +243,27 @@ class WarmStartProducer:
         thread = threading.Thread(target=work, name="thresher-warm-start-chunk", daemon=True)
         began = time.monotonic()
         thread.start()
-        if not done.wait(self._timeout_s):
-            raise self._stuck(thread, time.monotonic() - began)
+        failed: BaseException | None = None  # the pool's start-up error: after this chunk, as before it
+        while True:
+            watching = failed is None and not self._handed
+            step = (self._poll_s if self._begun else self._heavy_s) if watching else None
+            if self._timeout_s is not None:
+                left = max(0.0, self._timeout_s - (time.monotonic() - began))
+                step = left if step is None else min(step, left)
+            if done.wait(step):
+                break
+            waited = time.monotonic() - began
+            if self._timeout_s is not None and waited >= self._timeout_s:
+                raise self._stuck(thread, waited)
+            if watching:
+                if waited >= self._heavy_s:
+                    self._begin()
+                try:
+                    self._advance()
+                except Exception as e:
+                    failed = e
+        if failed is not None:
+            raise failed
         result = box[0]
         if isinstance(result, BaseException):
             raise result
