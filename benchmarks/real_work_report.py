@@ -2,11 +2,13 @@
 
     python -m benchmarks.real_work_report --harness benchmarks/results/results_full.json \\
         --w9 benchmarks/results/results_w9.json --w9-step benchmarks/results/results_w9_step150.json \\
-        --ttfb benchmarks/results/results_ttfb_fresh.json --out benchmarks/snapshots/results_real_work
+        --ttfb benchmarks/results/results_ttfb_fresh.json --epoch benchmarks/results/results_epoch_time.json \\
+        --out benchmarks/snapshots/results_real_work
 
 Reads what ``benchmarks.run --only W2S,W8``, ``benchmarks.llm_mix`` (twice: throughput,
-and ``--step-ms 150``) and ``benchmarks.ttfb_fresh`` wrote, and writes OUT.txt (the table:
-every row, and thresher / peer ratios, wall clock and per CPU second) and OUT.png.
+and with a training step, ``--step-ms``), ``benchmarks.ttfb_fresh`` and ``benchmarks.epoch_time``
+wrote, and writes OUT.txt (the table: every row, and thresher / peer ratios, wall clock and
+per CPU second) and OUT.png.
 """
 
 from __future__ import annotations
@@ -73,6 +75,20 @@ def w9_lines(w9: dict[str, Any], step: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def epoch_lines(res: dict[str, Any]) -> list[str]:
+    """W8 epochs timed from the loader's construction (start-up included), each row against PyTorch's."""
+    med = res["medians"]
+    ref = med.get("torch w2 (fork)")
+    lines = [f"  W8 epoch of {res['images']} images from the loader's construction, 2 workers, fresh process with "
+             f"jax + torch (median of {max(len(v) for v in res['runs'].values())}):",
+             f"    {'':<30} {'first':>7} {'third':>7} {'epoch':>7} {'img/s':>7} {'img/CPU-s':>10} {'/ torch':>8}"]
+    for name, m in med.items():
+        ratio = f"{m['images_per_s'] / ref['images_per_s']:.2f}x" if ref else "-"
+        lines.append(f"    {name:<30} {m['ttfb_s']:>6.2f}s {m['third_s']:>6.2f}s {m['epoch_s']:>6.2f}s "
+                     f"{m['images_per_s']:>7.0f} {m['images_per_cpu_s']:>10.0f} {ratio:>8}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.real_work_report", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -80,10 +96,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--w9")
     ap.add_argument("--w9-step")
     ap.add_argument("--ttfb")
+    ap.add_argument("--load", default="loaded by other jobs", help="how loaded the machine was (for the header)")
+    ap.add_argument("--epoch", help="results_epoch_time.json of benchmarks.epoch_time")
     ap.add_argument("--out", default="benchmarks/snapshots/results_real_work")
     args = ap.parse_args(argv)
     lines = ["== thresher on real work: shuffled W2, ImageNet-style JPEG (W8), LLM token mixture (W9), TTFB ==",
-             "   2 shared cores under heavy load from other jobs (load average ~12): wall-clock rates move by 2-5x",
+             f"   2 shared cores, {args.load}: wall-clock rates move by 2-5x",
              "   between runs; each workload's loaders ran interleaved in one invocation, so compare ratios, and",
              "   prefer the per-CPU-second figures for in-process rows.", "",
              f"  {'':<4} {'loader / config':<58} {'rec/s':>11} {'rec/CPU-s':>11}"]
@@ -101,6 +119,9 @@ def main(argv: list[str] | None = None) -> None:
                      f"{max(len(v) for v in ttfb['runs'].values())}):")
         for name, v in ttfb["medians"].items():
             lines.append(f"    {name:<20} {v:.3f} s")
+    epoch = _load(args.epoch)
+    if epoch:
+        lines += [""] + epoch_lines(epoch)
     text = "\n".join(lines)
     print(text)
     with open(args.out + ".txt", "w") as f:
@@ -130,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
                 color=[colours["thresher" if n.startswith("thresher") else "grain"] for n in names][::-1])
         ax.set_title("W9: M real tokens/s (wall clock)", fontsize=9)
         ax.tick_params(axis="y", labelsize=7)
-    fig.suptitle("thresher on real work (2 shared, heavily loaded cores; loaders interleaved per workload)",
+    fig.suptitle(f"thresher on real work (2 shared cores, {args.load}; loaders interleaved per workload)",
                  fontsize=10)
     fig.tight_layout()
     fig.savefig(args.out + ".png", dpi=100)

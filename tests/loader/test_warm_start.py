@@ -142,27 +142,39 @@ def _slow(x: int) -> int:
     return x * 3
 
 
+class _ReadyLater(_Deferred):
+    """A stand-in pool whose workers are ready ``after_s`` seconds after it is made."""
+
+    def __init__(self, proc: Any, at: int, stop: int, chunk: int, after_s: float) -> None:
+        super().__init__(proc, at, stop, chunk, ready_after=0)
+        self.ready_at = time.monotonic() + after_s
+
+    def workers_ready(self) -> bool:
+        return time.monotonic() >= self.ready_at
+
+
 def test_heavy_chunks_hand_over_while_this_process_computes() -> None:
-    """A heavy first chunk starts the fork server and the workers while it is computed, and the
-    pool takes the stream from the chunk after it: it never waits for a heavy chunk here to end."""
+    """A heavy first chunk starts the fork server (and the pool) while it is computed, and the
+    workers take the stream from the chunk after the one in progress as soon as they are ready,
+    not at the next chunk boundary; never during the first chunk, which they would slow."""
     import thresher as th
     from thresher.loader.chunk import ChunkProcessor
     from thresher.transforms import plan_operations
 
-    stop, chunk = 40, 4  # chunks of 0.2 s
+    stop, chunk = 40, 4  # chunks of at least 0.2 s
     proc = ChunkProcessor(th.sources.RangeDataSource(0, stop), th.IndexSampler(stop, shuffle=True, seed=3),
                           plan_operations([_slow]))
     local_done = [0]
     events: list[tuple[str, int]] = []
-    pools: list[_Deferred] = []
+    pools: list[_ReadyLater] = []
 
     def ready() -> bool:
         events.append(("server asked", local_done[0]))
         return True
 
-    def pool(at: int) -> _Deferred:
+    def pool(at: int) -> _ReadyLater:
         events.append(("pool made", local_done[0]))
-        pools.append(_Deferred(proc, at, stop, chunk, ready_after=0))
+        pools.append(_ReadyLater(proc, at, stop, chunk, after_s=0.3))  # ready during the second chunk
         return pools[-1]
 
     warm = WarmStartProducer(proc, 0, stop, chunk, None, pool, ready=ready, timeout_s=60.0)
@@ -173,4 +185,5 @@ def test_heavy_chunks_hand_over_while_this_process_computes() -> None:
         local_done[0] = warm.local_chunks
     assert plain.next_chunk() is None
     assert events[0] == ("server asked", 0) and ("pool made", 0) in events  # during the first chunk
-    assert pools[0].begun_at == chunk and warm.local_chunks == 1  # the workers take every chunk after it
+    # Ready during the second chunk: the workers take every chunk after it (at a boundary: the fourth).
+    assert pools[0].begun_at == 2 * chunk and warm.local_chunks == 2

@@ -141,8 +141,9 @@ class WarmStartProducer:
     keep the first batch free of start-up work, heavy ones (a batch of JPEG decodes)
     overlap it. While a chunk is computed here this process keeps watching the start-up
     (every ``poll_s``): the pool is made as soon as the fork server is ready, and is
-    given the chunks after the one in progress as soon as its workers are ready, so the
-    workers never wait for this process to finish a heavy chunk before they begin.
+    given the chunks after the one in progress as soon as its workers are ready (from the
+    second chunk on: workers computing alongside the first would slow the first batch), so
+    they never wait for this process to finish a heavy chunk before they begin.
 
     Args:
         processor, start, stop, chunk_size, stats: as for ``InProcessProducer``.
@@ -212,7 +213,7 @@ class WarmStartProducer:
             if not self._ready():
                 return
             self._pool = self._make_pool(self._start)
-        if self._pool.workers_ready():
+        if self._done and self._pool.workers_ready():  # never during the first chunk: it would compete with it
             after = chunk_bounds(self._start, self._stop, self._chunk_size, self._done + 1)
             if after is not None:  # the workers take the chunks after this one, computed here
                 self._pool.begin(after[0])
