@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> None:
               f"per CPU-s {a['tokens_per_cpu_s'] / b['tokens_per_cpu_s']:.2f}x")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out + ".tmp", "w") as f:
-        json.dump({"medians": table, "runs": runs, "rounds": args.rounds, "seconds": args.seconds}, f, indent=1)
+        json.dump({"medians": table, "runs": runs, "rounds": args.rounds, "seconds": args.seconds,
+                   "step_ms": args.step_ms}, f, indent=1)
     os.replace(args.out + ".tmp", args.out)
     print(f"results: {args.out}")
 

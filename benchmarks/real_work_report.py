@@ -55,9 +55,11 @@ def harness_lines(results: dict[str, Any]) -> tuple[list[str], list[tuple[str, s
 
 def w9_lines(w9: dict[str, Any], step: dict[str, Any] | None) -> list[str]:
     lines = []
-    for label, res in (("throughput", w9), ("with a 150 ms training step", step)):
+    for label, res in (("throughput", w9), ("with a training step", step)):
         if res is None:
             continue
+        if res.get("step_ms"):
+            label = f"with a {res['step_ms']:g} ms training step"
         lines.append(f"  W9 {label} (median of {res['rounds']} runs of {res['seconds']:g} s):")
         for name, m in res["medians"].items():
             restore = (f"  restore {1e3 * m['restore_s']:.0f} ms (CPU {1e3 * m['restore_cpu_s']:.0f}), "
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:
         return
     panels = [("W2S", "records per CPU-s (in process) / per s (workers)"),
-              ("W8", "images per CPU-s (w0) / per s (w2)")]
+              ("W8", "images per CPU-s (main + workers, after the first batch)")]
     fig, axes = plt.subplots(1, 3, figsize=(18, 5))
     colours = {"thresher": "#d62728", "grain": "#1f77b4", "torch": "#ff7f0e", "bare": "#7f7f7f"}
     for ax, (w, label) in zip(axes, panels):
