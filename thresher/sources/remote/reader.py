@@ -57,6 +57,7 @@ from thresher.sources.remote.format import (
     simple_chunk_records,
 )
 from thresher.sources.remote.fs import RemoteObject, describe_error, filesystem, is_url, read_range
+from thresher.sources.remote.lean import client_for
 from thresher.sources.remote.options import RemoteReadOptions
 
 __all__ = ["RangeReader", "RemoteReadOptions"]
@@ -125,6 +126,13 @@ class RangeReader:
         if not is_url(url):
             return None, url
         cache = self._process()["fs"]
+        if f not in cache and self.options.client == "lean":
+            scheme = url.partition("://")[0]
+            if scheme not in cache:  # one lean client per scheme and process (None: fsspec)
+                cache[scheme] = client_for(url, self.storage_options, self.options.timeout,
+                                           self.options.max_concurrency)
+            if cache[scheme] is not None:
+                cache[f] = (cache[scheme], url)
         if f not in cache:
             options = dict(self.storage_options)
             if url.startswith(("s3://", "s3a://")):  # botocore's default pool has 10 connections
@@ -374,5 +382,8 @@ class RangeReader:
         local = self._local
         if local is not None and local["pid"] == os.getpid():
             local["pool"].shutdown(wait=False, cancel_futures=True)
+            for client in local["fs"].values():
+                if hasattr(client, "close"):  # lean clients keep connections
+                    client.close()
         self._local = None
 
