@@ -105,8 +105,23 @@ class ReadAhead:
         records = self._processor.read(pending.reading, pending.reading.key_list[lo:hi])
         return records, time.thread_time_ns() - cpu, time.monotonic_ns()
 
+    def _tell_upcoming(self, start: int) -> None:
+        """Passes a source that asks for it (``lookahead_records``, e.g. a byte-range
+        ArrayRecordSource with a chunk cache) the record keys of the positions from
+        ``start`` on (the end of the chunk whose reads start now: the keys needed *after*
+        them): a hint for what its cache evicts; what is read never depends on it."""
+        source = self._processor.source
+        span = getattr(source, "lookahead_records", 0)
+        if isinstance(span, bool) or not isinstance(span, int) or span <= 0:
+            return
+        sampler = self._processor.sampler
+        end = start + span if sampler.local_length is None else min(start + span, sampler.local_length)
+        if end > start:
+            source.upcoming(sampler.keys(sampler.to_global(np.arange(start, end, dtype=np.int64))))
+
     def start(self, start: int, stop: int) -> Pending:
         """Samples positions [start, stop) and, with threads, starts reading them."""
+        self._tell_upcoming(stop)
         reading = self._processor.sample(np.arange(start, stop, dtype=np.int64))
         if self.threads == 0 or not reading.key_list:
             return Pending(reading, None)

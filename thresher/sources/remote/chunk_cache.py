@@ -8,9 +8,12 @@ bytes) up to ``budget`` bytes, so a chunk is fetched again only after it was evi
 If the budget holds every chunk of a dataset, each chunk is fetched once per process
 and epochs after the first cost no requests at all.
 
-Eviction is least recently used first. The optimal policy (Belady's: evict the chunk
-whose next use is farthest) needs the keys of future batches; see the object-storage
-guide for what it would save.
+Eviction is least recently used first, unless the reader was told which chunks come
+next (:meth:`ChunkCache.upcoming`: the chunks of the next few thousand positions of the
+sampler, a bounded window): then it approaches Belady's optimal policy (evict the chunk
+whose next use is farthest): the least recently used chunk *not* needed within the window
+goes first, and only when every chunk held is needed within it, the one needed last. The
+window only chooses what is evicted: the records read never depend on it.
 
 Reads of the same chunk by concurrent threads share one fetch: the first claims it and
 fetches it, the others wait for that fetch (its result or its error), so a loader that
@@ -60,7 +63,27 @@ class ChunkCache:
         self._fetching: dict[ChunkKey, Future[Decoded]] = {}
         self._size = 0
         self._lock = threading.Lock()
+        self._window: list[ChunkKey] = []
+        self._soon: frozenset[ChunkKey] = frozenset()
         self.hits = self.misses = self.evictions = 0
+
+    def upcoming(self, window: list[ChunkKey]) -> None:
+        """The chunks the next reads will need, in order (replaces the previous window; an
+        empty one: plain LRU). Memory: the window's length, whatever the dataset's size."""
+        soon = frozenset(window)
+        with self._lock:
+            self._window, self._soon = window, soon
+
+    def _victim(self) -> ChunkKey:
+        """The chunk to evict (lock held): the least recently used one not needed within the
+        window, else the one needed last."""
+        for key in self._entries:  # oldest first
+            if key not in self._soon:
+                return key
+        first: dict[ChunkKey, int] = {}
+        for i, key in enumerate(self._window):
+            first.setdefault(key, i)
+        return max(self._entries, key=lambda k: first.get(k, len(self._window)))
 
     def claim(self, keys: Iterable[ChunkKey]) -> tuple[dict[ChunkKey, Decoded], dict[ChunkKey, Future[Decoded]],
                                                          list[ChunkKey]]:
@@ -95,7 +118,7 @@ class ChunkCache:
                 self._entries[key] = (decoded, cost)
                 self._size += cost
                 while self._size > self.budget:
-                    _, (_, dropped) = self._entries.popitem(last=False)
+                    _, dropped = self._entries.pop(self._victim())
                     self._size -= dropped
                     self.evictions += 1
         if future is not None:

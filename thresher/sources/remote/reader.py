@@ -377,6 +377,20 @@ class RangeReader:
                 chunks[(r.file, c)] = decoded
         return chunks
 
+    def upcoming(self, files: np.ndarray, keys: np.ndarray) -> None:
+        """The records (``files[i]``, ``keys[i]``) the next reads will ask for, in order: the
+        chunk cache then evicts the chunks needed later first (see ``chunk_cache``). Records
+        of files whose footer this process has not read yet are left out of the hint."""
+        local = self._process()
+        indexes = local["indexes"]
+        if local.get("groups_of") != len(indexes):
+            local["groups"] = np.array([indexes[f].group_size if f in indexes else 0
+                                        for f in range(len(self.objects))], dtype=np.int64)
+            local["groups_of"] = len(indexes)
+        g = local["groups"][files]
+        known = g > 0
+        local["cache"].upcoming(list(zip(files[known].tolist(), (keys[known] // g[known]).tolist(), strict=True)))
+
     def close(self) -> None:
         """Stops this process's thread pool (it is remade on the next read)."""
         local = self._local
