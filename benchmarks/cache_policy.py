@@ -68,8 +68,10 @@ def window_fetches(order: list[int], slots: int, window: int, every: int = 128) 
     from thresher.sources.remote.chunk_cache import ChunkCache
 
     cache = ChunkCache(budget=8 * slots)  # a decoded chunk of no bytes and one bound costs 8
+    chunks = np.asarray(order, dtype=np.int64)
     for i in range(0, len(order), every):
-        cache.upcoming([(0, x) for x in order[i + every:i + every + window]])
+        ahead = chunks[i + every:i + every + window]
+        cache.upcoming(np.zeros_like(ahead), ahead)
         for key in cache.claim(dict.fromkeys((0, c) for c in order[i:i + every]))[2]:
             cache.fulfil(key, ([0], b""))
     return cache.misses

@@ -23,23 +23,27 @@ def _put(cache: ChunkCache, key: tuple[int, int]) -> None:
     cache.fulfil(key, ([0, 12], bytes(12)))  # 12 + 2 * 8 = 28 bytes
 
 
+def _window(cache: ChunkCache, keys: list[tuple[int, int]]) -> None:
+    cache.upcoming(np.array([f for f, _ in keys], dtype=np.int64), np.array([c for _, c in keys], dtype=np.int64))
+
+
 def test_eviction_spares_the_chunks_the_window_needs() -> None:
     cache = ChunkCache(budget=3 * 28)
     for c in range(3):
         _put(cache, (0, c))
-    cache.upcoming([(0, 0), (0, 5), (0, 1)])  # (0, 0) is the least recent, but needed soon
+    _window(cache, [(0, 0), (0, 5), (0, 1)])  # (0, 0) is the least recent, but needed soon
     _put(cache, (0, 3))
     assert sorted(cache._entries) == [(0, 0), (0, 1), (0, 3)]  # (0, 2): not needed, evicted
-    cache.upcoming([(0, 3), (0, 1), (0, 0), (0, 9)])  # every chunk is needed: the one needed last goes,
+    _window(cache, [(0, 3), (0, 1), (0, 0), (0, 9)])  # every chunk is needed: the one needed last goes,
     _put(cache, (0, 9))                               # here the new one (handed over, not kept)
     assert sorted(cache._entries) == [(0, 0), (0, 1), (0, 3)]
-    cache.upcoming([(0, 9), (0, 3), (0, 1), (0, 0)])
+    _window(cache, [(0, 9), (0, 3), (0, 1), (0, 0)])
     _put(cache, (0, 9))
     assert sorted(cache._entries) == [(0, 1), (0, 3), (0, 9)]
-    cache.upcoming([])  # no window: plain LRU
+    _window(cache, [])  # no window: plain LRU
     _put(cache, (0, 4))
     assert sorted(cache._entries) == [(0, 3), (0, 4), (0, 9)]
-    assert len(cache._window) == 0 and len(cache._soon) == 0
+    assert len(cache._window) == 0 and not cache._soon
 
 
 def test_the_window_is_bounded() -> None:
@@ -97,7 +101,7 @@ def _batches(paths: list[str], records: list[bytes], lookahead: int, workers: in
     loader = th.DataLoader(src, sampler, ops, worker_count=workers, read_options=th.ReadOptions(num_threads=1))
     out = [b.tolist() for b in loader]
     if workers == 0 and lookahead:  # the loader told this process's cache the keys ahead
-        assert src._ranges is not None and src._ranges._process()["cache"]._window
+        assert src._ranges is not None and len(src._ranges._process()["cache"]._window)
     return out
 
 

@@ -36,10 +36,13 @@ import threading
 from collections.abc import Iterable
 from concurrent.futures import Future
 
+import numpy as np
+
 __all__ = ["ChunkCache", "ChunkKey", "Decoded"]
 
 #: A chunk: (file index, chunk index in that file).
 ChunkKey = tuple[int, int]
+_FILE_SHIFT = 40  # a chunk's code in the look-ahead window: file << 40 | chunk
 #: A decoded chunk: ``num_records + 1`` record bounds and the records' bytes.
 Decoded = tuple[list[int], bytes]
 
@@ -63,27 +66,31 @@ class ChunkCache:
         self._fetching: dict[ChunkKey, Future[Decoded]] = {}
         self._size = 0
         self._lock = threading.Lock()
-        self._window: list[ChunkKey] = []
-        self._soon: frozenset[ChunkKey] = frozenset()
+        self._window = np.zeros(0, dtype=np.int64)  # codes of the chunks needed next, in order
+        self._soon: set[int] | None = set()  # the same as a set, made at the first eviction that needs it
         self.hits = self.misses = self.evictions = 0
 
-    def upcoming(self, window: list[ChunkKey]) -> None:
-        """The chunks the next reads will need, in order (replaces the previous window; an
-        empty one: plain LRU). Memory: the window's length, whatever the dataset's size."""
-        soon = frozenset(window)
+    def upcoming(self, files: np.ndarray, chunks: np.ndarray) -> None:
+        """The chunks (``files[i]``, ``chunks[i]``) the next reads will need, in order; it
+        replaces the previous window (empty: plain LRU). Memory: the window's length,
+        whatever the dataset's size; nothing is computed until an eviction needs it."""
+        codes = (np.asarray(files, dtype=np.int64) << _FILE_SHIFT) | np.asarray(chunks, dtype=np.int64)
         with self._lock:
-            self._window, self._soon = window, soon
+            self._window, self._soon = codes, None
 
     def _victim(self) -> ChunkKey:
         """The chunk to evict (lock held): the least recently used one not needed within the
         window, else the one needed last."""
+        if self._soon is None:
+            self._soon = set(self._window.tolist())
+        soon = self._soon
         for key in self._entries:  # oldest first
-            if key not in self._soon:
+            if (key[0] << _FILE_SHIFT | key[1]) not in soon:
                 return key
-        first: dict[ChunkKey, int] = {}
-        for i, key in enumerate(self._window):
-            first.setdefault(key, i)
-        return max(self._entries, key=lambda k: first.get(k, len(self._window)))
+        first: dict[int, int] = {}
+        for i, code in enumerate(self._window.tolist()):
+            first.setdefault(code, i)
+        return max(self._entries, key=lambda k: first.get(k[0] << _FILE_SHIFT | k[1], len(first)))
 
     def claim(self, keys: Iterable[ChunkKey]) -> tuple[dict[ChunkKey, Decoded], dict[ChunkKey, Future[Decoded]],
                                                          list[ChunkKey]]:

@@ -389,7 +389,7 @@ class RangeReader:
             local["groups_of"] = len(indexes)
         g = local["groups"][files]
         known = g > 0
-        local["cache"].upcoming(list(zip(files[known].tolist(), (keys[known] // g[known]).tolist(), strict=True)))
+        local["cache"].upcoming(files[known], keys[known] // g[known])
 
     def close(self) -> None:
         """Stops this process's thread pool (it is remade on the next read)."""
