@@ -238,6 +238,11 @@ def test_options_the_lean_client_does_not_know_go_to_fsspec(monkeypatch: Any) ->
         client_for("s3://bkt/k", {"key": "a"}, 1.0)
     with pytest.raises(ConfigError, match="client must be"):
         RemoteReadOptions(client="requests")
+    with pytest.raises(ConfigError, match=r"nowhere/ca\.pem"):
+        client_for("s3://bkt/k", {"anon": True, "client_kwargs": {"verify": "/nowhere/ca.pem"}}, 1.0)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")  # proxies: fsspec's clients know them
+    assert client_for("s3://bkt/k", {"anon": True}, 1.0) is None
+    assert client_for("https://h/x", None, 1.0) is None
 
 
 def _loader(url: str, so: dict[str, Any], client: str, workers: int) -> Any:

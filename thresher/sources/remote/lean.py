@@ -36,6 +36,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+from thresher.errors import ConfigError
 from thresher.sources.remote.lean_config import Target, resolve
 from thresher.sources.remote.sigv4 import Signer
 
@@ -71,7 +72,11 @@ class LeanClient:
         self._signer = Signer()
         self._regions: dict[str, str] = {}  # buckets that live in another region than asked
         self._addresses: dict[str, tuple[str, str, str, str, str]] = {}
-        self._ssl = ssl.create_default_context()
+        try:
+            self._ssl = ssl.create_default_context(cafile=target.ca_bundle if target.verify else None)
+        except (OSError, ssl.SSLError) as e:
+            raise ConfigError(f"cannot load the certificates {target.ca_bundle!r} (client_kwargs verify= or "
+                              f"AWS_CA_BUNDLE): {e}") from None
         if not target.verify:
             self._ssl.check_hostname = False
             self._ssl.verify_mode = ssl.CERT_NONE

@@ -10,8 +10,10 @@ found by botocore's credential chain (environment, shared files, instance roles)
 per process, then refreshed from it at most once a minute: botocore only *finds* them,
 requests never go through it. ``http(s)://`` URLs take no options but ``headers``.
 
-An option it does not know (``requester_pays``, ``sse_customer_key``, ...) makes it
-answer None: those URLs are read through fsspec, which knows them.
+An option it does not know (``requester_pays``, ``sse_customer_key``, ...), or an HTTP
+proxy named by the environment (``HTTPS_PROXY``, ...), makes it answer None: those URLs
+are read through fsspec, which knows them. ``client_kwargs={"verify": path}`` or
+``AWS_CA_BUNDLE`` name the certificates to trust, ``verify=False`` none.
 
 Example:
     >>> t = resolve("s3://bucket/a/b.array_record", {"anon": True,
@@ -57,7 +59,7 @@ class Target:
     """How to reach the objects of one scheme: an endpoint (None: AWS), a region, credentials.
 
     ``headers`` are sent with every request (plain HTTP URLs); ``verify`` checks TLS
-    certificates; ``anon`` sends requests unsigned.
+    certificates (against ``ca_bundle``, a file, if given); ``anon`` sends requests unsigned.
     """
 
     scheme: str
@@ -65,6 +67,7 @@ class Target:
     region: str = "us-east-1"
     anon: bool = True
     verify: bool = True
+    ca_bundle: str | None = None
     path_style: bool = False
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
     static: Credentials | None = None
@@ -126,16 +129,22 @@ def _region(options: Mapping[str, Any], client: Mapping[str, Any], profile: str 
     return str(region or "us-east-1")
 
 
+def _proxied() -> bool:
+    """True when the environment names an HTTP proxy (this client does not speak to proxies)."""
+    return any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
+                                             "all_proxy"))
+
+
 def resolve(url: str, storage_options: Mapping[str, Any] | None) -> Target | None:
     """The target for ``url`` (``s3://``, ``s3a://``, ``http://``, ``https://``), or None
     when the lean client cannot honour its options (fsspec then reads it)."""
     scheme = url.partition("://")[0]
     options = dict(storage_options or {})
     if scheme in ("http", "https"):
-        if set(options) - {"headers"}:
+        if set(options) - {"headers"} or _proxied():
             return None
         return Target(scheme, headers={str(k): str(v) for k, v in dict(options.get("headers") or {}).items()})
-    if scheme not in ("s3", "s3a"):
+    if scheme not in ("s3", "s3a") or _proxied():
         return None
     try:
         from fsspec.config import conf  # FSSPEC_S3_* and fsspec's config files
@@ -162,6 +171,8 @@ def resolve(url: str, storage_options: Mapping[str, Any] | None) -> Target | Non
     return Target(scheme, endpoint=str(endpoint) if endpoint else None,
                   region=_region(options, client, profile), anon=anon,
                   verify=client.get("verify") is not False,
+                  ca_bundle=str(client["verify"]) if isinstance(client.get("verify"), str)
+                  else os.environ.get("AWS_CA_BUNDLE") or None,
                   path_style=dict(config.get("s3") or {}).get("addressing_style") == "path",
                   static=Credentials(str(key), str(secret), str(token) if token else None) if key else None,
                   profile=str(profile) if profile else None)
