@@ -129,3 +129,27 @@ def test_batches_and_resume_with_workers_do_not_change(tmp_path: Any) -> None:
     again = iter(th.DataLoader(src, sampler, ops, worker_count=2, read_options=reads))
     again.set_state(state)
     assert first + [b.tolist() for b in again] == expected
+
+
+def test_a_prepared_split_in_a_bucket_passes_the_window_on(tmp_path: Any) -> None:
+    from tests.sources.remote.range_server import RangeServer
+
+    with RangeServer(str(tmp_path / "buckets")) as srv:
+        so = srv.s3_options()
+        srv.make_bucket("prep")
+        data = {"train": [{"x": i, "pad": "y" * (i % 50)} for i in range(300)]}
+        features = {"x": th.features.Scalar("int64"), "pad": th.features.Text()}
+        th.prepare("s3://prep/toy", data, features=features, storage_options=so, progress=False, num_shards=2)
+        th.prepare(str(tmp_path / "toy"), data, features=features, progress=False, num_shards=2)
+        small = RemoteReadOptions(cache_bytes=4000, fill_cache=False)
+        remote = th.data_source("s3://prep/toy", split="train[10:]", storage_options=so, read_options=small)
+        local = th.data_source(str(tmp_path / "toy"), split="train[10:]")
+        assert remote.lookahead_records == 8192 and local.lookahead_records == 0
+        sampler = th.IndexSampler(len(local), shuffle=True, seed=2, num_epochs=2)
+        reads = th.ReadOptions(num_threads=1)
+        got = [b["x"] for b in th.DataLoader(remote, sampler, [th.Batch(8)], worker_count=0, read_options=reads)]
+        want = [b["x"] for b in th.DataLoader(local, sampler, [th.Batch(8)], worker_count=0)]
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+        cache = remote._reader._ranges._process()["cache"]
+        assert len(cache._window) and cache.evictions > 0
+        remote.close()
