@@ -67,7 +67,7 @@ class ChunkCache:
         self._size = 0
         self._lock = threading.Lock()
         self._window = np.zeros(0, dtype=np.int64)  # codes of the chunks needed next, in order
-        self._soon: set[int] | None = set()  # the same as a set, made at the first eviction that needs it
+        self._soon: dict[int, int] | None = {}  # code -> its first index in the window, made when needed
         self.hits = self.misses = self.evictions = 0
 
     def upcoming(self, files: np.ndarray, chunks: np.ndarray) -> None:
@@ -81,16 +81,14 @@ class ChunkCache:
     def _victim(self) -> ChunkKey:
         """The chunk to evict (lock held): the least recently used one not needed within the
         window, else the one needed last."""
-        if self._soon is None:
-            self._soon = set(self._window.tolist())
+        if self._soon is None:  # once per window: later occurrences first, so the first one stays
+            n = len(self._window)
+            self._soon = dict(zip(self._window[::-1].tolist(), range(n - 1, -1, -1), strict=True))
         soon = self._soon
         for key in self._entries:  # oldest first
             if (key[0] << _FILE_SHIFT | key[1]) not in soon:
                 return key
-        first: dict[int, int] = {}
-        for i, code in enumerate(self._window.tolist()):
-            first.setdefault(code, i)
-        return max(self._entries, key=lambda k: first.get(k[0] << _FILE_SHIFT | k[1], len(first)))
+        return max(self._entries, key=lambda k: soon[k[0] << _FILE_SHIFT | k[1]])
 
     def claim(self, keys: Iterable[ChunkKey]) -> tuple[dict[ChunkKey, Decoded], dict[ChunkKey, Future[Decoded]],
                                                          list[ChunkKey]]:
