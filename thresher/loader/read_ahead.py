@@ -101,15 +101,21 @@ class ReadAhead:
 
     def _read_slice(self, pending: Pending, slot: int, lo: int, hi: int) -> tuple[list[Any], int, int]:
         pending.threads[slot] = threading.get_ident()
+        if slot == 0:
+            self._tell_upcoming(pending.reading)
         cpu = time.thread_time_ns()
         records = self._processor.read(pending.reading, pending.reading.key_list[lo:hi])
         return records, time.thread_time_ns() - cpu, time.monotonic_ns()
 
-    def _tell_upcoming(self, start: int) -> None:
+    def _tell_upcoming(self, reading: Reading) -> None:
         """Passes a source that asks for it (``lookahead_records``, e.g. a byte-range
-        ArrayRecordSource with a chunk cache) the record keys of the positions from
-        ``start`` on (the end of the chunk whose reads start now: the keys needed *after*
-        them): a hint for what its cache evicts; what is read never depends on it."""
+        ArrayRecordSource with a chunk cache) the record keys of the positions after
+        ``reading``'s, just before they are read (on the read thread: the reads of a
+        producer run in order, so these are the keys needed *after* this read): a hint for
+        what its cache evicts; what is read never depends on it."""
+        if not len(reading.positions):
+            return
+        start = int(reading.positions[-1]) + 1
         source = self._processor.source
         span = getattr(source, "lookahead_records", 0)
         if isinstance(span, bool) or not isinstance(span, int) or span <= 0:
@@ -121,7 +127,6 @@ class ReadAhead:
 
     def start(self, start: int, stop: int) -> Pending:
         """Samples positions [start, stop) and, with threads, starts reading them."""
-        self._tell_upcoming(stop)
         reading = self._processor.sample(np.arange(start, stop, dtype=np.int64))
         if self.threads == 0 or not reading.key_list:
             return Pending(reading, None)
@@ -139,6 +144,7 @@ class ReadAhead:
         if pending.futures is None:
             cpu = time.thread_time_ns()
             if not self._processor.skip_errors:  # errors="skip" reads in transform, record by record
+                self._tell_upcoming(reading)
                 reading.elements = self._processor.read(reading, reading.key_list)
             self.read_cpu_ns = time.thread_time_ns() - cpu
             ready = time.monotonic_ns()
