@@ -307,9 +307,10 @@ class ArrayRecordSource:
             >>> from thresher.sources import write_array_record
             >>> path = os.path.join(tempfile.mkdtemp(), "u.array_record")
             >>> _ = write_array_record(path, [b"a", b"b", b"c"])
-            >>> src = ArrayRecordSource(path, reader="ranges")
+            >>> from thresher.sources.remote import RemoteReadOptions
+            >>> src = ArrayRecordSource(path, reader="ranges", read_options=RemoteReadOptions(lookahead=4096))
             >>> src.upcoming([2, 0]); src.lookahead_records, src[2]
-            (8192, b'c')
+            (4096, b'c')
         """
         if self._ranges is None:
             return

@@ -46,7 +46,8 @@ def test_eviction_spares_the_chunks_the_window_needs() -> None:
     assert len(cache._window) == 0 and not cache._soon
 
 
-def test_the_window_is_bounded() -> None:
+def test_the_window_is_bounded_and_off_by_default() -> None:
+    assert RemoteReadOptions().lookahead == 0
     with pytest.raises(ConfigError, match="lookahead"):
         RemoteReadOptions(lookahead=2**21)
     with pytest.raises(ConfigError, match="lookahead"):
@@ -141,7 +142,7 @@ def test_a_prepared_split_in_a_bucket_passes_the_window_on(tmp_path: Any) -> Non
         features = {"x": th.features.Scalar("int64"), "pad": th.features.Text()}
         th.prepare("s3://prep/toy", data, features=features, storage_options=so, progress=False, num_shards=2)
         th.prepare(str(tmp_path / "toy"), data, features=features, progress=False, num_shards=2)
-        small = RemoteReadOptions(cache_bytes=4000, fill_cache=False)
+        small = RemoteReadOptions(cache_bytes=4000, fill_cache=False, lookahead=8192)
         remote = th.data_source("s3://prep/toy", split="train[10:]", storage_options=so, read_options=small)
         local = th.data_source(str(tmp_path / "toy"), split="train[10:]")
         assert remote.lookahead_records == 8192 and local.lookahead_records == 0
