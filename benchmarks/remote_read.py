@@ -10,7 +10,13 @@ would. Rows: the same pipeline (benchmarks/work.py decode + augment + Batch) ove
   options (requests of a batch coalesced per chunk and issued concurrently, the next
   batches read ahead, decoded chunks kept in a per-process cache);
 - ``s3 cache/4``: the same with a chunk cache of a quarter of the records' bytes, as for
-  a dataset four times larger than the cache (so no ``fill_cache`` either);
+  a dataset four times larger than the cache (so no ``fill_cache`` either), least
+  recently used evicted first (the default);
+- ``s3 cache/4 window``: the same, evicting by the sampler's look-ahead
+  (``RemoteReadOptions(lookahead=8192)``);
+- ``s3 fsspec`` and ``s3 fsspec cache/4``: ``s3`` and ``s3 cache/4`` with ranges read
+  through s3fs (``RemoteReadOptions(client="fsspec")``) instead of thresher's lean HTTP
+  client;
 - ``s3 naive``: the same reader with one request per chunk, one at a time and no cache
   (``max_concurrency=1``, no coalescing): what reading record by record through a
   mount costs;
@@ -24,7 +30,9 @@ the ratio to local disk with the same worker count; the server's ceiling (reques
 that 32 plain ``http.client`` threads get from it: with one request per chunk and no
 cache hits, a remote row cannot pass it); then, for random batches read alone without
 the cache, requests per batch, body bytes fetched per record against the bytes of the
-chunk that holds a record, and the client's CPU per request; the same two figures
+chunk that holds a record, and the client's CPU per request (of the row's client: lean
+or fsspec; ``--client-requests N`` also measures it alone: N single 4 KiB range requests
+from 16 threads); the same two figures
 while one process reads the batches of a shuffled epoch in order with the cache (up to
 10 s of it); and the KiB fetched before the first batch (footers, read once per
 process, and that batch).
@@ -35,6 +43,7 @@ process, and that batch).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import statistics
@@ -52,7 +61,8 @@ from thresher.sources.remote import RemoteReadOptions
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAIVE = RemoteReadOptions(max_concurrency=1, max_gap_bytes=0, max_request_bytes=1, cache_bytes=0)
-NO_CACHE = RemoteReadOptions(cache_bytes=0)
+NO_CACHE = {"lean": RemoteReadOptions(cache_bytes=0), "fsspec": RemoteReadOptions(cache_bytes=0, client="fsspec")}
+FSSPEC = RemoteReadOptions(client="fsspec")
 
 
 def _ops(workload: str) -> list[Any]:
@@ -108,14 +118,18 @@ def _fetch_costs(source: Any, workload: str, server: Any, batches: int = 10) -> 
 
 def _epoch_costs(source: Any, workload: str, server: Any, seconds: float) -> tuple[float, float]:
     """Requests per batch and body bytes per record while one process reads the batches of
-    a shuffled epoch in order, with the chunk cache (from cold; for at most ``seconds``)."""
+    a shuffled epoch in order, with the chunk cache (from cold; for at most ``seconds``),
+    telling the source the keys ahead as the loader does when it asks for them."""
     size = work.W1_BATCH if workload == "W1" else work.W3_BATCH
     source.close()  # a cold cache
     source[0]
     order = np.random.default_rng(11).permutation(len(source))
     server.stats(reset=True)
     batches, stop = 0, time.perf_counter() + seconds
+    ahead = getattr(source, "lookahead_records", 0)
     for lo in range(0, len(order) - size + 1, size):
+        if ahead:  # as the loader does: the keys after this batch, then the batch
+            source.upcoming(order[lo + size:lo + size + ahead])
         source.__getitems__(order[lo:lo + size].tolist())
         batches += 1
         if time.perf_counter() > stop:
@@ -123,6 +137,31 @@ def _epoch_costs(source: Any, workload: str, server: Any, seconds: float) -> tup
     stats = server.stats(reset=True)
     source.close()
     return stats["requests"] / max(batches, 1), stats["body_bytes"] / max(batches * size, 1)
+
+
+def _client_cpu(url: str, size: int, so: dict[str, Any], requests: int, threads: int = 16) -> dict[str, float]:
+    """CPU seconds of this process per 4 KiB range request, for each client, ``threads``
+    requests in flight (each client warmed up first: connections open, credentials found)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from thresher.sources.remote.fs import filesystem
+    from thresher.sources.remote.lean import client_for
+
+    lean = client_for(url, so, 60.0, threads)
+    assert lean is not None
+    fs, _ = filesystem(url, dict(so, config_kwargs={"max_pool_connections": threads}))
+    fetch = {"lean": lambda a: lean.cat_file(url, a, a + 4096),
+             "fsspec": lambda a: fs.cat_file(url[len("s3://"):], start=a, end=a + 4096)}
+    span = max(1, size - 4096)
+    out = {}
+    with ThreadPoolExecutor(threads) as pool:
+        for name, fn in fetch.items():
+            list(pool.map(fn, [(i * 4096) % span for i in range(threads * 4)]))
+            cpu = time.process_time()
+            list(pool.map(fn, [(i * 7919 * 64) % span for i in range(requests)]))
+            out[name] = (time.process_time() - cpu) / requests
+    lean.close()
+    return out
 
 
 def _server_ceiling(server: Any, path: str, seconds: float = 3.0, threads: int = 32) -> float:
@@ -187,14 +226,14 @@ def _print(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float)
           f"the server's ceiling: {rows[0]['ceiling'] if rows else 0:,.0f} requests/s\n")
     print("req/batch, bytes/chunk: a random batch read alone (no cache); in epoch: the batches of an epoch "
           "read in order by one process with the chunk cache\n")
-    print(f"{'workload':<9}{'group':>6}  {'source':<11}{'workers':>8}{'records/s':>11}{'MB/s':>8}"
+    print(f"{'workload':<9}{'group':>6}  {'source':<18}{'workers':>8}{'records/s':>11}{'MB/s':>8}"
           f"{'vs local':>10}{'req/batch':>11}{'bytes/chunk':>13}{'in epoch':>10}{'bytes/chunk':>13}"
-          f"{'startup KiB':>13}{'client CPU µs/req':>19}")
+          f"{'startup KiB':>13}{'client CPU µs/req':>19}{'alone':>7}")
     for r in rows:
-        print(f"{r['workload']:<9}{r['group']:>6}  {r['where']:<11}{r['workers']!s:>8}"
+        print(f"{r['workload']:<9}{r['group']:>6}  {r['where']:<18}{r['workers']!s:>8}"
               f"{r['rate']:>11,.0f}{r['mb_s']:>8.1f}{r['ratio']:>10.2f}"
               + (f"{r['req_per_batch']:>11.1f}{r['bytes_ratio']:>13.2f}{r['epoch_req_per_batch']:>10.1f}"
-                 f"{r['epoch_bytes_ratio']:>13.3f}{r['startup_kib']:>13.0f}{r['cpu_us_per_request']:>19.0f}"
+                 f"{r['epoch_bytes_ratio']:>13.3f}{r['startup_kib']:>13.0f}{r['cpu_us_per_request']:>19.0f}{r['client_cpu_us']:>7.0f}"
                  if r["where"] != "local" else ""))
 
 
@@ -211,7 +250,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     help="group_size of the files (1: thresher's default, 65536: array_record's)")
     ap.add_argument("--shard-mb", type=int, default=16, help="object size (MiB)")
     ap.add_argument("--workloads", default="W1,W3")
-    ap.add_argument("--sources", default="local,s3,s3 naive", help="which rows to measure")
+    ap.add_argument("--sources", default="local,s3,s3 naive",
+                    help="which rows to measure: local, s3, s3 cache/4, s3 cache/4 window, s3 fsspec, "
+                         "s3 fsspec cache/4, s3 naive")
+    ap.add_argument("--client-requests", type=int, default=0,
+                    help="also measure each client's CPU per request alone, over this many requests")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "thresher-bench-remote"))
     args = ap.parse_args(argv)
     seconds = args.seconds or (0.3 if args.tiny else 2.0 if args.quick else 5.0)
@@ -247,6 +290,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                                "s3 cache/4": th.sources.ArrayRecordSource(
                                    urls, storage_options=so,
                                    read_options=RemoteReadOptions(cache_bytes=base["payload_bytes"] // 4)),
+                               "s3 fsspec": th.sources.ArrayRecordSource(urls, storage_options=so,
+                                                                         read_options=FSSPEC),
+                               "s3 cache/4 window": th.sources.ArrayRecordSource(
+                                   urls, storage_options=so,
+                                   read_options=RemoteReadOptions(cache_bytes=base["payload_bytes"] // 4,
+                                                                  lookahead=8192)),
+                               "s3 fsspec cache/4": th.sources.ArrayRecordSource(
+                                   urls, storage_options=so, read_options=dataclasses.replace(
+                                       FSSPEC, cache_bytes=base["payload_bytes"] // 4)),
                                "s3 naive": th.sources.ArrayRecordSource(urls, storage_options=so,
                                                                         read_options=NAIVE)}
                     sources = {k: v for k, v in sources.items() if k in args.sources.split(",")}
@@ -256,8 +308,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                             for workers in (0,) if args.tiny and where == "s3 naive" else (0, "auto"):
                                 results.setdefault((where, workers), []).append(
                                     _rate(src, workload, workers, seconds, r, server, args.warmup))
-                    no_cache = th.sources.ArrayRecordSource(urls, storage_options=so, read_options=NO_CACHE)
-                    req_per_batch, bytes_per_record, cpu_per_request = _fetch_costs(no_cache, workload, server)
+                    costs = {client: _fetch_costs(th.sources.ArrayRecordSource(
+                        urls, storage_options=so, read_options=options), workload, server)
+                        for client, options in NO_CACHE.items()}
+                    alone = _client_cpu(urls[0], os.path.getsize(paths[0]), so, args.client_requests) if args.client_requests else {}
                     epoch = {where: _epoch_costs(src, workload, server, 1.0 if args.tiny else 10.0)
                              for where, src in sources.items() if where != "local"}
                     ceiling = _server_ceiling(server, os.path.join(prefix, os.path.basename(paths[0])),
@@ -265,6 +319,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     for (where, workers), runs in results.items():
                         rate = statistics.median(x[0] for x in runs)
                         local = statistics.median(x[0] for x in results[("local", workers)])
+                        client = "fsspec" if "fsspec" in where else "lean"
+                        req_per_batch, bytes_per_record, cpu_per_request = costs[client]
                         rows.append({"workload": workload, "group": group, "where": where,
                                      "workers": workers, "rate": rate, "ratio": rate / local,
                                      "mb_s": rate * record_bytes / 1e6,
@@ -272,6 +328,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                                      "bytes_ratio": bytes_per_record / per_record,
                                      "epoch_req_per_batch": epoch.get(where, (0.0, 0.0))[0],
                                      "cpu_us_per_request": cpu_per_request * 1e6,
+                                     "client_cpu_us": alone.get(client, 0.0) * 1e6,
                                      "epoch_bytes_ratio": epoch.get(where, (0.0, 0.0))[1] / per_record,
                                      "startup_kib": statistics.median(x[1] for x in runs) / 1024,
                                      "ceiling": ceiling})

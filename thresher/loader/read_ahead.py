@@ -101,9 +101,29 @@ class ReadAhead:
 
     def _read_slice(self, pending: Pending, slot: int, lo: int, hi: int) -> tuple[list[Any], int, int]:
         pending.threads[slot] = threading.get_ident()
+        if slot == 0:
+            self._tell_upcoming(pending.reading)
         cpu = time.thread_time_ns()
         records = self._processor.read(pending.reading, pending.reading.key_list[lo:hi])
         return records, time.thread_time_ns() - cpu, time.monotonic_ns()
+
+    def _tell_upcoming(self, reading: Reading) -> None:
+        """Passes a source that asks for it (``lookahead_records``, e.g. a byte-range
+        ArrayRecordSource with a chunk cache) the record keys of the positions after
+        ``reading``'s, just before they are read (on the read thread: the reads of a
+        producer run in order, so these are the keys needed *after* this read): a hint for
+        what its cache evicts; what is read never depends on it."""
+        if not len(reading.positions):
+            return
+        start = int(reading.positions[-1]) + 1
+        source = self._processor.source
+        span = getattr(source, "lookahead_records", 0)
+        if isinstance(span, bool) or not isinstance(span, int) or span <= 0:
+            return
+        sampler = self._processor.sampler
+        end = start + span if sampler.local_length is None else min(start + span, sampler.local_length)
+        if end > start:
+            source.upcoming(sampler.keys(sampler.to_global(np.arange(start, end, dtype=np.int64))))
 
     def start(self, start: int, stop: int) -> Pending:
         """Samples positions [start, stop) and, with threads, starts reading them."""
@@ -124,6 +144,7 @@ class ReadAhead:
         if pending.futures is None:
             cpu = time.thread_time_ns()
             if not self._processor.skip_errors:  # errors="skip" reads in transform, record by record
+                self._tell_upcoming(reading)
                 reading.elements = self._processor.read(reading, reading.key_list)
             self.read_cpu_ns = time.thread_time_ns() - cpu
             ready = time.monotonic_ns()

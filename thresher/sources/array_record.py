@@ -290,6 +290,35 @@ class ArrayRecordSource:
                 out[i] = rec
         return out
 
+    @property
+    def lookahead_records(self) -> int:
+        """How many positions ahead the loader should pass the record keys of to
+        :meth:`upcoming` (0: none): ``RemoteReadOptions.lookahead`` for byte-range reads
+        with a chunk cache."""
+        r = self._ranges
+        return r.options.lookahead if r is not None and r.options.cache_bytes else 0
+
+    def upcoming(self, record_keys: Sequence[int]) -> None:
+        """The record keys the next reads will ask for, in order: a hint that only chooses
+        which cached chunks are evicted first (what is read never depends on it).
+
+        Example:
+            >>> import tempfile, os
+            >>> from thresher.sources import write_array_record
+            >>> path = os.path.join(tempfile.mkdtemp(), "u.array_record")
+            >>> _ = write_array_record(path, [b"a", b"b", b"c"])
+            >>> from thresher.sources.remote import RemoteReadOptions
+            >>> src = ArrayRecordSource(path, reader="ranges", read_options=RemoteReadOptions(lookahead=4096))
+            >>> src.upcoming([2, 0]); src.lookahead_records, src[2]
+            (4096, b'c')
+        """
+        if self._ranges is None:
+            return
+        keys = np.asarray(record_keys, dtype=np.int64).reshape(-1)
+        keys = keys[(keys >= 0) & (keys < self._len)]
+        files = np.searchsorted(self._starts, keys, side="right") - 1
+        self._ranges.upcoming(files, keys - self._starts[files])
+
     def close(self) -> None:
         """Closes the open readers (they reopen on the next read)."""
         if self._ranges is not None:

@@ -14,6 +14,8 @@ Example:
     >>> src = th.data_source(path, split="train[2:]")
     >>> isinstance(src, ShardedRecords), len(src.raw(0)) > 0, src.record_locations([1])[0][1]
     (True, True, 3)
+    >>> src.lookahead_records  # local shards: array_record's reader, no chunk cache to tell
+    0
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ __all__ = ["ShardedRecords"]
 
 
 class ShardedRecords:
-    """Mixin: ``raw``, ``record_locations`` and ``close`` for a split source.
+    """Mixin: ``raw``, ``record_locations``, ``close`` and the look-ahead hint for a split source.
 
     A subclass sets ``_reader`` (an ArrayRecordSource over the shards, or None for an
     empty split) and ``_len``, and maps split keys to global indices in ``_global``.
@@ -72,6 +74,20 @@ class ShardedRecords:
         if self._reader is None:
             return []
         return list(self._reader.record_locations(self._global(keys).tolist()))
+
+    @property
+    def lookahead_records(self) -> int:
+        """Positions ahead whose keys the loader should pass to :meth:`upcoming` (0: none):
+        the shards' reader's (byte-range reads with a chunk cache ask for them)."""
+        return int(self._reader.lookahead_records) if self._reader is not None else 0
+
+    def upcoming(self, record_keys: Sequence[int]) -> None:
+        """The split keys the next reads will ask for, in order, passed on to the shards'
+        reader: a hint for what its chunk cache evicts (what is read never depends on it)."""
+        if self._reader is None:
+            return
+        keys = np.asarray(record_keys, dtype=np.int64).reshape(-1)
+        self._reader.upcoming(self._global(keys[(keys >= 0) & (keys < self._len)]))
 
     def close(self) -> None:
         """Closes open files (they reopen on the next read)."""

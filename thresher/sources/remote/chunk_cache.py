@@ -8,9 +8,12 @@ bytes) up to ``budget`` bytes, so a chunk is fetched again only after it was evi
 If the budget holds every chunk of a dataset, each chunk is fetched once per process
 and epochs after the first cost no requests at all.
 
-Eviction is least recently used first. The optimal policy (Belady's: evict the chunk
-whose next use is farthest) needs the keys of future batches; see the object-storage
-guide for what it would save.
+Eviction is least recently used first, unless the reader was told which chunks come
+next (:meth:`ChunkCache.upcoming`: the chunks of the next few thousand positions of the
+sampler, a bounded window): then it approaches Belady's optimal policy (evict the chunk
+whose next use is farthest): the least recently used chunk *not* needed within the window
+goes first, and only when every chunk held is needed within it, the one needed last. The
+window only chooses what is evicted: the records read never depend on it.
 
 Reads of the same chunk by concurrent threads share one fetch: the first claims it and
 fetches it, the others wait for that fetch (its result or its error), so a loader that
@@ -33,10 +36,13 @@ import threading
 from collections.abc import Iterable
 from concurrent.futures import Future
 
+import numpy as np
+
 __all__ = ["ChunkCache", "ChunkKey", "Decoded"]
 
 #: A chunk: (file index, chunk index in that file).
 ChunkKey = tuple[int, int]
+_FILE_SHIFT = 40  # a chunk's code in the look-ahead window: file << 40 | chunk
 #: A decoded chunk: ``num_records + 1`` record bounds and the records' bytes.
 Decoded = tuple[list[int], bytes]
 
@@ -60,7 +66,29 @@ class ChunkCache:
         self._fetching: dict[ChunkKey, Future[Decoded]] = {}
         self._size = 0
         self._lock = threading.Lock()
+        self._window = np.zeros(0, dtype=np.int64)  # codes of the chunks needed next, in order
+        self._soon: dict[int, int] | None = {}  # code -> its first index in the window, made when needed
         self.hits = self.misses = self.evictions = 0
+
+    def upcoming(self, files: np.ndarray, chunks: np.ndarray) -> None:
+        """The chunks (``files[i]``, ``chunks[i]``) the next reads will need, in order; it
+        replaces the previous window (empty: plain LRU). Memory: the window's length,
+        whatever the dataset's size; nothing is computed until an eviction needs it."""
+        codes = (np.asarray(files, dtype=np.int64) << _FILE_SHIFT) | np.asarray(chunks, dtype=np.int64)
+        with self._lock:
+            self._window, self._soon = codes, None
+
+    def _victim(self) -> ChunkKey:
+        """The chunk to evict (lock held): the least recently used one not needed within the
+        window, else the one needed last."""
+        if self._soon is None:  # once per window: later occurrences first, so the first one stays
+            n = len(self._window)
+            self._soon = dict(zip(self._window[::-1].tolist(), range(n - 1, -1, -1), strict=True))
+        soon = self._soon
+        for key in self._entries:  # oldest first
+            if (key[0] << _FILE_SHIFT | key[1]) not in soon:
+                return key
+        return max(self._entries, key=lambda k: soon[k[0] << _FILE_SHIFT | k[1]])
 
     def claim(self, keys: Iterable[ChunkKey]) -> tuple[dict[ChunkKey, Decoded], dict[ChunkKey, Future[Decoded]],
                                                          list[ChunkKey]]:
@@ -95,7 +123,7 @@ class ChunkCache:
                 self._entries[key] = (decoded, cost)
                 self._size += cost
                 while self._size > self.budget:
-                    _, (_, dropped) = self._entries.popitem(last=False)
+                    _, dropped = self._entries.pop(self._victim())
                     self._size -= dropped
                     self.evictions += 1
         if future is not None:

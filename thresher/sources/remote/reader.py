@@ -57,6 +57,7 @@ from thresher.sources.remote.format import (
     simple_chunk_records,
 )
 from thresher.sources.remote.fs import RemoteObject, describe_error, filesystem, is_url, read_range
+from thresher.sources.remote.lean import client_for
 from thresher.sources.remote.options import RemoteReadOptions
 
 __all__ = ["RangeReader", "RemoteReadOptions"]
@@ -125,6 +126,13 @@ class RangeReader:
         if not is_url(url):
             return None, url
         cache = self._process()["fs"]
+        if f not in cache and self.options.client == "lean":
+            scheme = url.partition("://")[0]
+            if scheme not in cache:  # one lean client per scheme and process (None: fsspec)
+                cache[scheme] = client_for(url, self.storage_options, self.options.timeout,
+                                           self.options.max_concurrency)
+            if cache[scheme] is not None:
+                cache[f] = (cache[scheme], url)
         if f not in cache:
             options = dict(self.storage_options)
             if url.startswith(("s3://", "s3a://")):  # botocore's default pool has 10 connections
@@ -369,10 +377,27 @@ class RangeReader:
                 chunks[(r.file, c)] = decoded
         return chunks
 
+    def upcoming(self, files: np.ndarray, keys: np.ndarray) -> None:
+        """The records (``files[i]``, ``keys[i]``) the next reads will ask for, in order: the
+        chunk cache then evicts the chunks needed later first (see ``chunk_cache``). Records
+        of files whose footer this process has not read yet are left out of the hint."""
+        local = self._process()
+        indexes = local["indexes"]
+        if local.get("groups_of") != len(indexes):
+            local["groups"] = np.array([indexes[f].group_size if f in indexes else 0
+                                        for f in range(len(self.objects))], dtype=np.int64)
+            local["groups_of"] = len(indexes)
+        g = local["groups"][files]
+        known = g > 0
+        local["cache"].upcoming(files[known], keys[known] // g[known])
+
     def close(self) -> None:
         """Stops this process's thread pool (it is remade on the next read)."""
         local = self._local
         if local is not None and local["pid"] == os.getpid():
             local["pool"].shutdown(wait=False, cancel_futures=True)
+            for client in local["fs"].values():
+                if hasattr(client, "close"):  # lean clients keep connections
+                    client.close()
         self._local = None
 
