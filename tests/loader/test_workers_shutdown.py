@@ -125,10 +125,13 @@ class TestInProcess:
 
 
 _TRAIN = textwrap.dedent("""
-    import multiprocessing, sys, time
+    import multiprocessing, signal, sys, time
     from tests.loader import worker_helpers as wh
     from thresher.loader import warm_start
     if __name__ == "__main__":
+        # As in a terminal's foreground job, even when the tests run as a background job of a
+        # shell without job control, which starts it (and so this process) with SIGINT ignored.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         mode = sys.argv[2]
         assert warm_start.wait(120.0)  # workers from the first batch on (no warm start in this process)
         it = iter(wh.build(sys.argv[1], batch=8, num_epochs=None, extra=(wh.slow,), workers=2))

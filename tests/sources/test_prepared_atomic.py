@@ -16,9 +16,13 @@ from thresher import features as F
 from thresher.errors import IncompleteDatasetError, SourceNotFoundError
 
 SLOW_WRITER = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
     import thresher as th
     from thresher import features as F
+
+    # As in a terminal's foreground job, even when the tests run as a background job of a shell
+    # without job control, which starts it (and so this process) with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def rows():
         for i in range(10**6):
