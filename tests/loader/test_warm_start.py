@@ -185,5 +185,5 @@ def test_heavy_chunks_hand_over_while_this_process_computes() -> None:
         local_done[0] = warm.local_chunks
     assert plain.next_chunk() is None
     assert events[0] == ("server asked", 0) and ("pool made", 0) in events  # during the first chunk
-    # Ready during the second chunk: the workers take every chunk after it (at a boundary: the fourth).
+    # Ready during the second chunk: the workers take every chunk after it, from the third.
     assert pools[0].begun_at == 2 * chunk and warm.local_chunks == 2
