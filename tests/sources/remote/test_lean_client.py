@@ -234,8 +234,10 @@ def test_options_the_lean_client_does_not_know_go_to_fsspec(monkeypatch: Any) ->
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:1")
     client = client_for("s3://bkt/k", {"key": "a", "secret": "b"}, 1.0)
     assert client is not None and client.target.url_for("bkt", "k") == "http://127.0.0.1:1/bkt/k"
-    with pytest.raises(ConfigError, match="key= and secret="):
+    with pytest.raises(ConfigError, match=r"s3://bkt/k: storage_options key= and secret="):
         client_for("s3://bkt/k", {"key": "a"}, 1.0)
+    with pytest.raises(ConfigError, match=r"s3://bkt/k: the S3 endpoint .* got 'ftp://h'"):
+        client_for("s3://bkt/k", {"anon": True, "endpoint_url": "ftp://h"}, 1.0)
     with pytest.raises(ConfigError, match="client must be"):
         RemoteReadOptions(client="requests")
     with pytest.raises(ConfigError, match=r"nowhere/ca\.pem"):

@@ -159,15 +159,17 @@ def resolve(url: str, storage_options: Mapping[str, Any] | None) -> Target | Non
     endpoint = (options.get("endpoint_url") or client.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL_S3")
                 or os.environ.get("AWS_ENDPOINT_URL"))
     if endpoint and not str(endpoint).startswith(("http://", "https://")):
-        raise ConfigError(f"endpoint_url must start with http:// or https://, got {endpoint!r}")
+        raise ConfigError(f"reading {url}: the S3 endpoint (storage_options endpoint_url= or client_kwargs="
+                          f"{{'endpoint_url': ...}}, or AWS_ENDPOINT_URL) must start with http:// or https://, got "
+                          f"{endpoint!r}")
     profile = options.get("profile")
     key = options.get("key") or client.get("aws_access_key_id")
     secret = options.get("secret") or client.get("aws_secret_access_key")
     token = options.get("token") or client.get("aws_session_token")
     anon = bool(options.get("anon")) or str(config.get("signature_version", "")).upper() == "UNSIGNED"
     if bool(key) != bool(secret):
-        raise ConfigError("storage_options: key= and secret= go together (the access key id and its "
-                          "secret); pass both, or neither to use the environment's credentials")
+        raise ConfigError(f"reading {url}: storage_options key= and secret= go together (the access key id "
+                          "and its secret); pass both, or neither to use the environment's credentials")
     return Target(scheme, endpoint=str(endpoint) if endpoint else None,
                   region=_region(options, client, profile), anon=anon,
                   verify=client.get("verify") is not False,
