@@ -8,6 +8,8 @@ Example:
 
 from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.array_record_writer import ArrayRecordWriter, write_array_record
+from thresher.sources.formats.huggingface import HuggingFaceSource
+from thresher.sources.formats.parquet import ParquetSource
 from thresher.sources.in_memory import InMemoryDataSource
 from thresher.sources.protocol import (
     DEFAULT_READS_IN_FLIGHT,
@@ -26,7 +28,9 @@ __all__ = [
     "ArrayRecordWriter",
     "BatchedDataSource",
     "ConcurrentReadsSource",
+    "HuggingFaceSource",
     "InMemoryDataSource",
+    "ParquetSource",
     "RandomAccessDataSource",
     "RangeDataSource",
     "read_many",

@@ -1,0 +1,66 @@
+"""Decoded row groups kept per process, up to a budget in bytes (least recently used out).
+
+An entry is a row group's requested columns, converted to the values records hold
+(one Python list per column). Its cost is an estimate: the Arrow bytes the row group
+decoded to, plus 64 bytes per value for the Python objects that hold them.
+
+Example:
+    >>> cache = RowGroupCache(100)
+    >>> cache.put(0, ["a"], 60); cache.put(1, ["b"], 60)
+    >>> cache.get(0), cache.get(1), cache.size
+    (None, ['b'], 60)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+__all__ = ["VALUE_OVERHEAD", "RowGroupCache"]
+
+VALUE_OVERHEAD = 64
+"""Bytes counted per converted value, over its Arrow bytes."""
+
+
+class RowGroupCache:
+    """Values by key, evicted least recently used first once their costs pass ``budget``;
+    thread-safe. An entry costing more than the budget is not kept."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.size = 0
+        self.hits = self.misses = 0
+        self._entries: OrderedDict[int, tuple[Any, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: int) -> Any:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def put(self, key: int, value: Any, cost: int) -> None:
+        if cost > self.budget:
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.size -= old[1]
+            self._entries[key] = (value, cost)
+            self.size += cost
+            while self.size > self.budget:
+                _, (_, c) = self._entries.popitem(last=False)
+                self.size -= c
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.size = 0

@@ -1,0 +1,184 @@
+"""Arrow columns as the NumPy values a record holds.
+
+One column of a decoded row group becomes one Python list, one value per row:
+
+========================================  =============================================
+Arrow type                                value
+========================================  =============================================
+int*, uint*, float*, bool                 a NumPy scalar (``np.int64(3)``, ``np.bool_``)
+timestamp, date, duration                 ``np.datetime64`` / ``np.timedelta64``
+string, large_string (also dictionary)    ``str``
+binary, large_binary, fixed_size_binary   ``bytes``
+decimal                                   ``decimal.Decimal``
+list, large_list of numbers or bools      a 1-D NumPy array
+list of anything else                     a Python list of the values above
+fixed_size_list                           a NumPy array (2-D and more when nested)
+struct                                    a ``dict`` of its fields
+null (any type)                           ``None``
+========================================  =============================================
+
+A list whose elements may be null comes back as a Python list (``None`` where null),
+never as an array with a made-up fill value. Other types (map, union, extension types,
+``time32``/``time64``) raise :class:`~thresher.errors.FeatureError` naming the column and
+its Arrow type when the source is opened (:func:`check_type`), never a wrong value.
+
+Example:
+    >>> import pyarrow as pa
+    >>> column_values(pa.array([[1, 2], None, []]))
+    [array([1, 2]), None, array([], dtype=int64)]
+    >>> column_values(pa.array([{"a": 1, "b": "x"}]))
+    [{'a': np.int64(1), 'b': 'x'}]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from thresher.errors import FeatureError
+from thresher.sources.formats.parquet.arrow import pyarrow
+
+__all__ = ["check_type", "column_values"]
+
+
+def _is_number(t: Any) -> bool:
+    pa = pyarrow()
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))
+
+
+def _is_time(t: Any) -> bool:
+    pa = pyarrow()
+    return bool(pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_duration(t))
+
+
+def _is_text(t: Any) -> bool:
+    pa = pyarrow()
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+                or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
+                or pa.types.is_decimal(t) or pa.types.is_null(t))
+
+
+def _is_list(t: Any) -> bool:
+    pa = pyarrow()
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t))
+
+
+def check_type(column: str, t: Any, where: str = "") -> None:
+    """Raises FeatureError if values of Arrow type ``t`` cannot be converted (see the table).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> check_type("m", pa.map_(pa.string(), pa.int32()), "in 'x.parquet'")
+        Traceback (most recent call last):
+        ...
+        thresher.errors.FeatureError: column 'm' in 'x.parquet' has Arrow type map<string, int32>, which thresher cannot convert to NumPy values (supported: numbers, bools, timestamps, dates, durations, strings, binary, decimals, lists, fixed-size lists, structs, dictionaries of these); read other columns with columns=[...] or cast this one when writing the file
+    """
+    pa = pyarrow()
+    inner = t
+    if pa.types.is_dictionary(inner):
+        inner = inner.value_type
+    if _is_number(inner) or _is_time(inner) or _is_text(inner):
+        return
+    if _is_list(inner) or pa.types.is_fixed_size_list(inner):
+        check_type(column, inner.value_type, where)
+        return
+    if pa.types.is_struct(inner):
+        for i in range(inner.num_fields):
+            f = inner.field(i)
+            check_type(f"{column}.{f.name}", f.type, where)
+        return
+    raise FeatureError(
+        f"column {column!r}{' ' + where if where else ''} has Arrow type {t}, which thresher cannot "
+        "convert to NumPy values (supported: numbers, bools, timestamps, dates, durations, strings, "
+        "binary, decimals, lists, fixed-size lists, structs, dictionaries of these); read other "
+        "columns with columns=[...] or cast this one when writing the file")
+
+
+def _dense(arr: Any) -> np.ndarray | None:
+    """``arr`` as one NumPy array of shape (len, ...), or None when it has nulls or is not
+    numbers (or fixed-size lists of numbers)."""
+    pa = pyarrow()
+    if arr.null_count:
+        return None
+    t = arr.type
+    if _is_number(t) or _is_time(t):
+        return np.asarray(arr.to_numpy(zero_copy_only=False))
+    if pa.types.is_fixed_size_list(t):
+        child = _dense(arr.flatten())
+        return None if child is None else child.reshape((len(arr), t.list_size, *child.shape[1:]))
+    return None
+
+
+def _with_nulls(arr: Any, values: list[Any]) -> list[Any]:
+    if arr.null_count:
+        valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False))
+        return [v if ok else None for v, ok in zip(values, valid.tolist(), strict=True)]
+    return values
+
+
+def _lists(arr: Any) -> list[Any]:
+    offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    child = arr.values
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    dense = _dense(child.slice(lo, hi - lo))
+    if dense is not None:
+        out: list[Any] = [dense[a - lo:b - lo] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(),
+                                                               strict=True)]
+    else:
+        items = column_values(child.slice(lo, hi - lo))
+        out = [items[a - lo:b - lo] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+    return _with_nulls(arr, out)
+
+
+def _fixed_lists(arr: Any) -> list[Any]:
+    size = arr.type.list_size
+    child = arr.flatten() if not arr.null_count else arr.values.slice(arr.offset * size, len(arr) * size)
+    dense = _dense(child)
+    if dense is not None:
+        rows = dense.reshape((len(arr), size, *dense.shape[1:]))
+        return _with_nulls(arr, list(rows))
+    items = column_values(child)
+    return _with_nulls(arr, [items[i * size:(i + 1) * size] for i in range(len(arr))])
+
+
+def _structs(arr: Any) -> list[Any]:
+    t = arr.type
+    names = [t.field(i).name for i in range(t.num_fields)]
+    fields = [column_values(arr.field(i)) for i in range(t.num_fields)]
+    rows = [dict(zip(names, vals, strict=True)) for vals in zip(*fields, strict=True)] if fields \
+        else [{} for _ in range(len(arr))]
+    return _with_nulls(arr, rows)
+
+
+def column_values(arr: Any) -> list[Any]:
+    """The values of an Arrow array (or chunked array), one per row (see the module's table).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> column_values(pa.array(["a", None])), column_values(pa.array([1.5, None]))
+        (['a', None], [np.float64(1.5), None])
+    """
+    pa = pyarrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        return column_values(arr.dictionary_decode())
+    if _is_number(t) or _is_time(t):
+        if not arr.null_count:
+            return list(np.asarray(arr.to_numpy(zero_copy_only=False)))
+        arr_before = arr
+        if _is_number(t):  # filled first, so that ints stay ints; the fill never shows
+            arr = arr.fill_null(pa.scalar(False if pa.types.is_boolean(t) else 0, type=t))
+        return _with_nulls(arr_before, list(np.asarray(arr.to_numpy(zero_copy_only=False))))
+    if _is_text(t):
+        return list(arr.to_pylist())
+    if _is_list(t):
+        return _lists(arr)
+    if pa.types.is_fixed_size_list(t):
+        return _fixed_lists(arr)
+    if pa.types.is_struct(t):
+        return _structs(arr)
+    check_type("<column>", t)
+    raise AssertionError(t)  # check_type raised

@@ -1,0 +1,345 @@
+"""ParquetSource: random access to the rows of Parquet files, read in place.
+
+Record key ``k`` is the ``k``-th row of the files taken in order (globs and directories
+sorted), so it maps to (file, row group, row) through the footers alone: opening a
+source reads no data. A batch of keys is grouped by row group; each row group needed is
+decoded once (only the requested columns) and kept, converted, in a per-process cache
+bounded in bytes, which serves the other records of that row group. Row groups are the
+source's natural blocks (:meth:`ParquetSource.block_boundaries`): a sampler that shuffles
+blocks, then records within a few blocks at a time, reads each row group about once.
+
+Pickling keeps paths, sizes, versions, row counts and the schema: a worker process
+reopens the files by path (or URL), never receives data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from thresher.errors import CorruptSourceError, SourceError, SourceNotFoundError
+from thresher.sources.formats.parquet.arrow import pyarrow, pyarrow_parquet
+from thresher.sources.formats.parquet.cache import VALUE_OVERHEAD, RowGroupCache
+from thresher.sources.formats.parquet.convert import check_type, column_values
+from thresher.sources.formats.parquet.files import (
+    FileLayout,
+    check_schemas,
+    find_files,
+    open_local,
+    read_layout,
+    select_columns,
+)
+from thresher.sources.formats.parquet.remote import RangeFile, RangeStats
+from thresher.sources.protocol import check_key, check_keys
+from thresher.sources.remote.fs import RemoteObject, is_url
+from thresher.sources.remote.options import RemoteReadOptions
+
+__all__ = ["DEFAULT_CACHE_BYTES", "ParquetSource"]
+
+DEFAULT_CACHE_BYTES = 256 << 20
+"""Decoded row groups one source keeps per process, in bytes (see ``cache``)."""
+REMOTE_READS_IN_FLIGHT = 8
+"""Reads in flight a source of URLs suggests: row groups of one batch fetched and decoded
+on that many loader threads at once (each fetch is a few range requests that wait)."""
+_FOOTER_THREADS = 32
+
+
+class ParquetSource:
+    """Random access over the rows of Parquet files; each record a dict of NumPy values.
+
+    Args:
+        paths: a file, a glob (``"data/train-*.parquet"``), a directory (its ``*.parquet``
+            files, recursively), a URL or URL glob (``s3://``, ``gs://``, ``http(s)://``),
+            or a list of them. Files are taken in the given order, globs and directories
+            sorted; together they form one index space.
+        columns: the columns to read (None: all). Only these are decoded.
+        cache_bytes: decoded row groups kept per process (0: none; each batch then
+            decodes the row groups it needs, once per batch).
+        storage_options: fsspec options for URLs (credentials, endpoint, ...).
+        read_options: for URLs, the byte-range reader's ``timeout`` and
+            ``max_concurrency`` (footers are read on that many threads).
+
+    Values follow :mod:`thresher.sources.formats.parquet.convert` (numbers as NumPy
+    scalars, strings as ``str``, lists as 1-D arrays, structs as dicts, nulls as None);
+    a column of a type that cannot be converted is refused here, naming it. Page
+    checksums are verified where the writer stored them. A local file that changes after
+    the source was opened (size or modification time) is refused when next read.
+
+    Example:
+        >>> import os, tempfile
+        >>> import pyarrow as pa, pyarrow.parquet as pq
+        >>> d = tempfile.mkdtemp()
+        >>> pq.write_table(pa.table({"text": ["a", "b", "c"], "label": [0, 1, 2]}),
+        ...                os.path.join(d, "train-0.parquet"), row_group_size=2)
+        >>> pq.write_table(pa.table({"text": ["d"], "label": [3]}), os.path.join(d, "train-1.parquet"))
+        >>> src = ParquetSource(os.path.join(d, "train-*.parquet"))
+        >>> len(src), src[3], src.block_boundaries().tolist()
+        (4, {'text': 'd', 'label': np.int64(3)}, [0, 2, 3, 4])
+        >>> [r["text"] for r in src.__getitems__([2, 0, 1])]
+        ['c', 'a', 'b']
+    """
+
+    suggested_reads_in_flight = 0
+
+    def __init__(self, paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+                 columns: Sequence[str] | None = None, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                 storage_options: Mapping[str, Any] | None = None,
+                 read_options: RemoteReadOptions | None = None) -> None:
+        from thresher._validate import check_int
+
+        check_int(cache_bytes, "cache_bytes", minimum=0)
+        self.cache_bytes = int(cache_bytes)
+        self._storage_options = dict(storage_options or {})
+        self._read_options = read_options or RemoteReadOptions()
+        self._local: dict[str, Any] | None = None
+        objects = find_files(paths, storage_options)
+        if any(is_url(o.url) for o in objects):
+            self.suggested_reads_in_flight = REMOTE_READS_IN_FLIGHT
+        layouts = self._read_layouts(objects)
+        self.columns = select_columns(layouts[0], columns)
+        check_schemas(layouts, self.columns)
+        for c in self.columns:
+            check_type(c, layouts[0].schema.field(c).type, f"of {layouts[0].obj.url!r}")
+        self._objects = [lay.obj for lay in layouts]
+        self._schema = layouts[0].schema
+        counts = [np.asarray(lay.row_counts, dtype=np.int64) for lay in layouts]
+        self._rg_file = np.concatenate([np.full(len(c), i, dtype=np.int64) for i, c in enumerate(counts)])
+        self._rg_index = np.concatenate([np.arange(len(c), dtype=np.int64) for c in counts])
+        self._rg_starts = np.concatenate([[0], np.cumsum(np.concatenate(counts), dtype=np.int64)])
+        self._file_starts = np.concatenate([[0], np.cumsum([int(c.sum()) for c in counts], dtype=np.int64)])
+        self._len = int(self._rg_starts[-1])
+
+    def _read_layouts(self, objects: list[RemoteObject]) -> list[FileLayout]:
+        if len(objects) == 1:
+            return [read_layout(objects[0], self._opener)]
+        with ThreadPoolExecutor(min(_FOOTER_THREADS, self._read_options.max_concurrency, len(objects)),
+                                thread_name_prefix="thresher-parquet-footer") as pool:
+            return list(pool.map(lambda o: read_layout(o, self._opener), objects))
+
+    # --- per process -------------------------------------------------------------------
+
+    def _process(self) -> dict[str, Any]:
+        local = self._local
+        if local is None or local["pid"] != os.getpid():
+            local = self._local = {"pid": os.getpid(), "files": {}, "lock": threading.Lock(),
+                                   "file_locks": {}, "cache": RowGroupCache(self.cache_bytes),
+                                   "stats": RangeStats()}
+        return local
+
+    def _opener(self, obj: RemoteObject) -> Any:
+        if not is_url(obj.url):
+            return open_local(obj)
+        stats = self._process()["stats"]
+        handle = RangeFile(obj, self._storage_options, self._read_options.timeout, stats)
+        return pyarrow_parquet().ParquetFile(handle, page_checksum_verification=True, pre_buffer=True)
+
+    def _file(self, f: int) -> tuple[Any, threading.Lock]:
+        local = self._process()
+        with local["lock"]:
+            pf = local["files"].get(f)
+            if pf is not None:
+                return pf, local["file_locks"][f]
+        self._check_unchanged(f, None)
+        pf = read_layout_file(self._objects[f], self._opener)
+        with local["lock"]:
+            if f not in local["files"]:
+                local["files"][f] = pf
+                local["file_locks"][f] = threading.Lock()
+            return local["files"][f], local["file_locks"][f]
+
+    def _check_unchanged(self, f: int, group: int | None) -> None:
+        obj = self._objects[f]
+        if is_url(obj.url):
+            return
+        where = "" if group is None else f" (reading row group {group})"
+        try:
+            st = os.stat(obj.url)
+        except FileNotFoundError:
+            raise SourceNotFoundError(f"Parquet file {obj.url!r} disappeared after the source was opened"
+                                      f"{where}") from None
+        if st.st_size != obj.size or str(st.st_mtime_ns) != obj.version:
+            raise CorruptSourceError(
+                f"Parquet file {obj.url!r} changed after the source was opened{where}: it had {obj.size} "
+                f"bytes (mtime_ns {obj.version}), now {st.st_size} (mtime_ns {st.st_mtime_ns}). Do not "
+                "modify data files during training; restore the file, or open a new source (the record "
+                "keys may mean other rows now)")
+
+    # --- decoding ----------------------------------------------------------------------
+
+    def _decode(self, g: int) -> list[list[Any]]:
+        """The requested columns of global row group ``g``, converted (cached)."""
+        cache: RowGroupCache = self._process()["cache"]
+        values = cache.get(g)
+        if values is not None:
+            return values  # type: ignore[no-any-return]
+        f, i = int(self._rg_file[g]), int(self._rg_index[g])
+        pf, lock = self._file(f)
+        with lock:
+            values = cache.get(g)  # another thread may have decoded it meanwhile
+            if values is not None:
+                return values  # type: ignore[no-any-return]
+            self._check_unchanged(f, i)
+            table = self._read_group(pf, f, i, self.columns)
+            values = [column_values(table.column(c)) for c in self.columns]
+            rows = int(self._rg_starts[g + 1] - self._rg_starts[g])
+            cache.put(g, values, int(table.nbytes) + VALUE_OVERHEAD * rows * len(self.columns))
+        return values
+
+    def _read_group(self, pf: Any, f: int, i: int, columns: list[str]) -> Any:
+        pa = pyarrow()
+        url = self._objects[f].url
+        expected = int(self._rg_starts[self._global_group(f, i) + 1] - self._rg_starts[self._global_group(f, i)])
+        try:
+            table = pf.read_row_group(i, columns=columns, use_threads=False)
+        except SourceError:
+            raise
+        except (pa.ArrowException, OSError, ValueError) as e:
+            column = self._failing_column(pf, i, columns)
+            at = f", column {column!r}" if column is not None else ""
+            raise CorruptSourceError(
+                f"row group {i} of {url!r}{at} cannot be decoded ({type(e).__name__}: {e}); the file is "
+                "corrupt (or changed while it was read). Rewrite it, or leave it out of the source") from e
+        if table.num_rows != expected:
+            raise CorruptSourceError(f"row group {i} of {url!r} decoded to {table.num_rows} rows, its footer "
+                                     f"says {expected}; the file is corrupt")
+        return table
+
+    def _failing_column(self, pf: Any, i: int, columns: list[str]) -> str | None:
+        for c in columns:
+            try:
+                pf.read_row_group(i, columns=[c], use_threads=False)
+            except Exception:
+                return c
+        return None
+
+    def _global_group(self, f: int, i: int) -> int:
+        return int(np.searchsorted(self._rg_file, f, side="left")) + i
+
+    # --- the source protocol -----------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, record_key: int) -> dict[str, Any]:
+        k = check_key(record_key, self._len, repr(self))
+        g = int(np.searchsorted(self._rg_starts, k, side="right")) - 1
+        values = self._decode(g)
+        r = k - int(self._rg_starts[g])
+        return {c: v[r] for c, v in zip(self.columns, values, strict=True)}
+
+    def __getitems__(self, record_keys: Sequence[int]) -> list[dict[str, Any]]:
+        keys = check_keys(record_keys, self._len, repr(self))
+        if keys.size == 0:
+            return []
+        groups = np.searchsorted(self._rg_starts, keys, side="right") - 1
+        rows = (keys - self._rg_starts[groups]).tolist()
+        order = np.argsort(groups, kind="stable")
+        sorted_groups = groups[order]
+        cuts = np.flatnonzero(np.diff(sorted_groups)) + 1
+        out: list[Any] = [None] * len(keys)
+        columns = self.columns
+        for part in np.split(order, cuts):
+            values = self._decode(int(groups[part[0]]))
+            for j in part.tolist():
+                r = rows[j]
+                out[j] = {c: v[r] for c, v in zip(columns, values, strict=True)}
+        return out
+
+    # --- what else a source tells ------------------------------------------------------
+
+    @property
+    def paths(self) -> list[str]:
+        """The files (or URLs), in key order."""
+        return [o.url for o in self._objects]
+
+    @property
+    def schema(self) -> Any:
+        """The Arrow schema of the columns read."""
+        return pyarrow().schema([self._schema.field(c) for c in self.columns])
+
+    @property
+    def row_group_offsets(self) -> np.ndarray:
+        """The first record key of each row group, then ``len(self)`` (int64, ascending)."""
+        return self._rg_starts.copy()
+
+    def block_boundaries(self) -> np.ndarray:
+        """The source's natural blocks, as ascending keys ``[0, b1, ..., len(self)]``: block
+        ``j`` is keys ``[b[j], b[j+1])``, one row group. Reading the keys of a block costs one
+        row-group decode; a locality-aware sampler asks for these.
+
+        Example:
+            >>> import os, tempfile
+            >>> import pyarrow as pa, pyarrow.parquet as pq
+            >>> path = os.path.join(tempfile.mkdtemp(), "x.parquet")
+            >>> pq.write_table(pa.table({"x": list(range(10))}), path, row_group_size=4)
+            >>> ParquetSource(path).block_boundaries().tolist()
+            [0, 4, 8, 10]
+        """
+        return self._rg_starts.copy()
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of what the record keys mean: the files (path, size, version), their row
+        groups' row counts, and the columns read. Equal fingerprints, equal records."""
+        files = [[o.url, o.size, o.version] for o in self._objects]
+        counts = [int(x) for x in np.diff(self._rg_starts)]
+        text = json.dumps({"files": files, "row_groups": counts, "columns": self.columns,
+                           "group_files": self._rg_file.tolist()}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def record_locations(self, record_keys: Sequence[int]) -> list[tuple[str, int]]:
+        """The file of each record and its row index in that file (nothing is read)."""
+        keys = check_keys(record_keys, self._len, repr(self))
+        files = np.searchsorted(self._file_starts, keys, side="right") - 1
+        rows = keys - self._file_starts[files]
+        return [(self._objects[f].url, r) for f, r in zip(files.tolist(), rows.tolist(), strict=True)]
+
+    @property
+    def bytes_fetched(self) -> int:
+        """Bytes this process fetched by range requests from URLs (0 for local files)."""
+        return int(self._process()["stats"].bytes)
+
+    @property
+    def requests(self) -> int:
+        """Range requests this process sent for URLs."""
+        return int(self._process()["stats"].requests)
+
+    def cache_info(self) -> dict[str, int]:
+        """This process's row-group cache: ``hits``, ``misses``, ``entries`` and ``bytes``."""
+        cache: RowGroupCache = self._process()["cache"]
+        return {"hits": cache.hits, "misses": cache.misses, "entries": len(cache), "bytes": cache.size}
+
+    def close(self) -> None:
+        """Closes the open files and drops the cache (both come back on the next read)."""
+        local, self._local = self._local, None
+        if local is not None:
+            local["cache"].clear()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_local"] = None
+        return state
+
+    def __repr__(self) -> str:
+        if len(self._objects) == 1:
+            return f"ParquetSource({self._objects[0].url!r})"
+        return f"ParquetSource(<{len(self._objects)} files, first {self._objects[0].url!r}>)"
+
+
+def read_layout_file(obj: RemoteObject, opener: Any) -> Any:
+    """Opens ``obj`` for reading row groups; CorruptSourceError naming it if it fails."""
+    pa = pyarrow()
+    try:
+        return opener(obj)
+    except SourceError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise CorruptSourceError(f"{obj.url!r} can no longer be opened as a Parquet file "
+                                 f"({type(e).__name__}: {e}); it changed or is corrupt") from e
