@@ -34,13 +34,14 @@ class RowGroupCache:
         self._entries: OrderedDict[int, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: int) -> Any:
+    def get(self, key: int, count: bool = True) -> Any:
+        """The value of ``key`` or None; ``count``: count the hit or miss."""
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                self.misses += 1
+                self.misses += count
                 return None
-            self.hits += 1
+            self.hits += count
             self._entries.move_to_end(key)
             return entry[0]
 

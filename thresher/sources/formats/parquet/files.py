@@ -41,6 +41,7 @@ class FileLayout:
     obj: RemoteObject
     row_counts: list[int]
     schema: Any  # pyarrow.Schema
+    metadata: Any = None  # pyarrow.parquet.FileMetaData, kept in the process that read it
 
 
 def _local_version(path: str) -> str:
@@ -78,12 +79,14 @@ def find_files(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     return out
 
 
-def open_local(obj: RemoteObject) -> Any:
-    """A ``pyarrow.parquet.ParquetFile`` over a local file (page checksums verified)."""
-    return pyarrow_parquet().ParquetFile(obj.url, page_checksum_verification=True, pre_buffer=True)
+def open_local(obj: RemoteObject, metadata: Any = None) -> Any:
+    """A ``pyarrow.parquet.ParquetFile`` over a local file (page checksums verified); with
+    ``metadata`` (the footer read before), the footer is not read again."""
+    return pyarrow_parquet().ParquetFile(obj.url, metadata=metadata, page_checksum_verification=True,
+                                         pre_buffer=True)
 
 
-def read_layout(obj: RemoteObject, opener: Callable[[RemoteObject], Any]) -> FileLayout:
+def read_layout(obj: RemoteObject, opener: Callable[..., Any]) -> FileLayout:
     """The footer of ``obj``: row counts of its row groups and its Arrow schema.
 
     CorruptSourceError names the file when it is not Parquet or its footer is truncated.
@@ -106,7 +109,7 @@ def read_layout(obj: RemoteObject, opener: Callable[[RemoteObject], Any]) -> Fil
     if sum(counts) != meta.num_rows:
         raise CorruptSourceError(f"{obj.url!r}: the footer's row groups hold {sum(counts)} rows but "
                                  f"it says the file has {meta.num_rows}; the file is corrupt")
-    return FileLayout(obj, counts, schema)
+    return FileLayout(obj, counts, schema, meta)
 
 
 def select_columns(layout: FileLayout, columns: Sequence[str] | None) -> list[str]:
@@ -122,21 +125,29 @@ def select_columns(layout: FileLayout, columns: Sequence[str] | None) -> list[st
     return wanted
 
 
-def check_schemas(layouts: Sequence[FileLayout], columns: Sequence[str]) -> None:
-    """Raises CorruptSourceError naming both files and the column if a file lacks a column
-    of the first file, or holds it with another Arrow type."""
+def check_schemas(layouts: Sequence[FileLayout], columns: Sequence[str]) -> dict[str, Any]:
+    """The Arrow type of each column; CorruptSourceError naming both files and the column if
+    a file lacks a column of the first file, or holds it with another type. A column of
+    type ``null`` (all its values null, as a writer infers for an empty chunk) agrees with
+    any type.
+    """
+    pa = pyarrow()
     first = layouts[0]
+    types: dict[str, Any] = {c: first.schema.field(c).type for c in columns}
+    owner = {c: first for c in columns}
     for other in layouts[1:]:
         for c in columns:
-            a = first.schema.field(c).type
             idx = other.schema.get_field_index(c)
             if idx < 0:
                 raise CorruptSourceError(
                     f"column {c!r} is in {first.obj.url!r} but not in {other.obj.url!r}: the files of one "
                     "source must share their columns; pass columns=[...] to read only common ones")
-            b = other.schema.field(idx).type
-            if a != b:
+            a, b = types[c], other.schema.field(idx).type
+            if pa.types.is_null(a) and not pa.types.is_null(b):
+                types[c], owner[c] = b, other
+            elif a != b and not pa.types.is_null(b):
                 raise CorruptSourceError(
-                    f"column {c!r} is {a} in {first.obj.url!r} but {b} in {other.obj.url!r}: the files "
+                    f"column {c!r} is {a} in {owner[c].obj.url!r} but {b} in {other.obj.url!r}: the files "
                     "of one source must hold each column with one type; rewrite one of them (or cast "
                     "it) or read them as two sources")
+    return types

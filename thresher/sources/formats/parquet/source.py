@@ -104,17 +104,18 @@ class ParquetSource:
             self.suggested_reads_in_flight = REMOTE_READS_IN_FLIGHT
         layouts = self._read_layouts(objects)
         self.columns = select_columns(layouts[0], columns)
-        check_schemas(layouts, self.columns)
+        types = check_schemas(layouts, self.columns)
         for c in self.columns:
-            check_type(c, layouts[0].schema.field(c).type, f"of {layouts[0].obj.url!r}")
+            check_type(c, types[c], f"of {layouts[0].obj.url!r}")
         self._objects = [lay.obj for lay in layouts]
-        self._schema = layouts[0].schema
+        self._schema = pyarrow().schema([pyarrow().field(c, types[c]) for c in self.columns])
         counts = [np.asarray(lay.row_counts, dtype=np.int64) for lay in layouts]
         self._rg_file = np.concatenate([np.full(len(c), i, dtype=np.int64) for i, c in enumerate(counts)])
         self._rg_index = np.concatenate([np.arange(len(c), dtype=np.int64) for c in counts])
         self._rg_starts = np.concatenate([[0], np.cumsum(np.concatenate(counts), dtype=np.int64)])
         self._file_starts = np.concatenate([[0], np.cumsum([int(c.sum()) for c in counts], dtype=np.int64)])
         self._len = int(self._rg_starts[-1])
+        self._process()["footers"].update({f: lay.metadata for f, lay in enumerate(layouts)})
 
     def _read_layouts(self, objects: list[RemoteObject]) -> list[FileLayout]:
         if len(objects) == 1:
@@ -129,16 +130,17 @@ class ParquetSource:
         local = self._local
         if local is None or local["pid"] != os.getpid():
             local = self._local = {"pid": os.getpid(), "files": {}, "lock": threading.Lock(),
-                                   "file_locks": {}, "cache": RowGroupCache(self.cache_bytes),
+                                   "file_locks": {}, "footers": {}, "cache": RowGroupCache(self.cache_bytes),
                                    "stats": RangeStats()}
         return local
 
-    def _opener(self, obj: RemoteObject) -> Any:
+    def _opener(self, obj: RemoteObject, metadata: Any = None) -> Any:
         if not is_url(obj.url):
-            return open_local(obj)
+            return open_local(obj, metadata)
         stats = self._process()["stats"]
         handle = RangeFile(obj, self._storage_options, self._read_options.timeout, stats)
-        return pyarrow_parquet().ParquetFile(handle, page_checksum_verification=True, pre_buffer=True)
+        return pyarrow_parquet().ParquetFile(handle, metadata=metadata, page_checksum_verification=True,
+                                             pre_buffer=True)
 
     def _file(self, f: int) -> tuple[Any, threading.Lock]:
         local = self._process()
@@ -147,7 +149,7 @@ class ParquetSource:
             if pf is not None:
                 return pf, local["file_locks"][f]
         self._check_unchanged(f, None)
-        pf = read_layout_file(self._objects[f], self._opener)
+        pf = open_file(self._objects[f], self._opener, local["footers"].pop(f, None))
         with local["lock"]:
             if f not in local["files"]:
                 local["files"][f] = pf
@@ -182,7 +184,7 @@ class ParquetSource:
         f, i = int(self._rg_file[g]), int(self._rg_index[g])
         pf, lock = self._file(f)
         with lock:
-            values = cache.get(g)  # another thread may have decoded it meanwhile
+            values = cache.get(g, count=False)  # another thread may have decoded it meanwhile
             if values is not None:
                 return values  # type: ignore[no-any-return]
             self._check_unchanged(f, i)
@@ -262,7 +264,7 @@ class ParquetSource:
     @property
     def schema(self) -> Any:
         """The Arrow schema of the columns read."""
-        return pyarrow().schema([self._schema.field(c) for c in self.columns])
+        return self._schema
 
     @property
     def row_group_offsets(self) -> np.ndarray:
@@ -333,11 +335,12 @@ class ParquetSource:
         return f"ParquetSource(<{len(self._objects)} files, first {self._objects[0].url!r}>)"
 
 
-def read_layout_file(obj: RemoteObject, opener: Any) -> Any:
-    """Opens ``obj`` for reading row groups; CorruptSourceError naming it if it fails."""
+def open_file(obj: RemoteObject, opener: Any, metadata: Any) -> Any:
+    """Opens ``obj`` for reading row groups (its footer read again unless ``metadata`` is
+    given); CorruptSourceError naming it if it fails."""
     pa = pyarrow()
     try:
-        return opener(obj)
+        return opener(obj, metadata)
     except SourceError:
         raise
     except (pa.ArrowException, OSError, ValueError) as e:
