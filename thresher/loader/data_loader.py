@@ -25,6 +25,7 @@ from thresher.loader.read_options import ReadOptions
 from thresher.loader.state import geometry_of, stream_identity
 from thresher.loader.state_types import Geometry, LoaderState, StreamId
 from thresher.samplers.index_sampler import IndexSampler
+from thresher.sources.protocol import check_source
 from thresher.transforms.operations import plan_operations
 
 __all__ = ["DataLoader"]
@@ -147,8 +148,7 @@ class DataLoader:
         skip_records: RecordKeys | None = None,
         ledger: str | os.PathLike[str] | None = None,
     ) -> None:
-        if not (hasattr(data_source, "__len__") and hasattr(data_source, "__getitem__")):
-            raise ConfigError(f"data_source must have __len__ and __getitem__ (random access); got {data_source!r}")
+        check_source(data_source)
         sampler = check_sampler(sampler, IndexSampler)
         #: The first chunks of each iterator with worker processes come from this process
         #: while its workers start (thresher.loader.warm_start); the same batches.

@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 
 from thresher._validate import check_count
-from thresher.errors import RecordKeyError
+from thresher.errors import ConfigError, ConfigTypeError, RecordKeyError
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -37,6 +37,7 @@ __all__ = [
     "RandomAccessDataSource",
     "check_key",
     "check_keys",
+    "check_source",
     "read_many",
     "record_locations",
     "suggested_reads_in_flight",
@@ -135,6 +136,40 @@ def record_locations(source: Any, keys: Sequence[int]) -> list[tuple[str, int]] 
     if not callable(locate):
         return None
     return list(locate(keys))
+
+
+_WRAP = "thresher.sources.HuggingFaceSource"
+#: Types that look like sources but are not (by module and name: nothing is imported), and
+#: the source class that reads them.
+_NOT_SOURCES = {
+    ("pyarrow.lib", "Table"): f"{_WRAP}(table)",
+    ("pyarrow.lib", "RecordBatch"): f"{_WRAP}(pyarrow.Table.from_batches([batch]))",
+    ("datasets.arrow_dataset", "Dataset"): f"{_WRAP}(dataset)",
+    ("datasets.dataset_dict", "DatasetDict"): f"{_WRAP}(dataset_dict['train'])",
+    ("datasets.iterable_dataset", "IterableDataset"):
+        "thresher.sources.ParquetSource over its Parquet files (an IterableDataset has no random access)",
+}
+
+
+def check_source(source: object) -> None:
+    """Raises if ``source`` cannot be a random-access source; names the source class to use
+    for a ``pyarrow.Table`` (indexing it gives columns) or a Hugging Face dataset (its rows
+    are Python objects and worker processes would each be sent the whole table).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> check_source(pa.table({"x": [1]}))
+        Traceback (most recent call last):
+        ...
+        thresher.errors.ConfigTypeError: a pyarrow.lib.Table is not a random-access source (it indexes columns, or would be copied to every worker as a whole); pass thresher.sources.HuggingFaceSource(table)
+    """
+    cls = type(source)
+    use = _NOT_SOURCES.get((cls.__module__, cls.__name__))
+    if use is not None:
+        raise ConfigTypeError(f"a {cls.__module__}.{cls.__name__} is not a random-access source (it indexes "
+                              f"columns, or would be copied to every worker as a whole); pass {use}")
+    if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
+        raise ConfigError(f"data_source must have __len__ and __getitem__ (random access); got {source!r}")
 
 
 def check_key(key: int, length: int, what: str = "source") -> int:

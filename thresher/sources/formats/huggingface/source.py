@@ -141,6 +141,9 @@ class HuggingFaceSource:
         pa = pyarrow(_WHAT)
         indices = None
         features = None
+        if isinstance(data, dict):
+            raise ConfigTypeError(f"HuggingFaceSource got a DatasetDict with splits {sorted(data)}: pass one "
+                                  "split, e.g. HuggingFaceSource(dd['train'])")
         if isinstance(data, (str, os.PathLike)):
             path = os.path.expanduser(os.fspath(data))
             table, files, features = _directory_parts(path)
@@ -150,9 +153,6 @@ class HuggingFaceSource:
             features = features_from_schema(data.schema)
         elif hasattr(data, "cache_files") and hasattr(data, "features") and hasattr(data, "data"):
             table, self._files, indices, features = _dataset_parts(data)
-        elif hasattr(data, "keys") and hasattr(data, "column_names") and isinstance(data, dict):
-            raise ConfigTypeError(f"HuggingFaceSource got a DatasetDict with splits {sorted(data)}: pass one "
-                                  "split, e.g. HuggingFaceSource(dd['train'])")
         else:
             raise ConfigTypeError(f"HuggingFaceSource takes a datasets.Dataset, a save_to_disk directory or "
                                   f"a pyarrow.Table, got {type(data).__name__}")
