@@ -2,7 +2,10 @@
 
 A directory written by ``thresher.prepare`` opens as a prepared dataset; one written by
 TensorFlow Datasets (a version directory, or a dataset directory whose newest version is
-taken) opens as a TFDS dataset, read without TensorFlow (:mod:`thresher.sources.tfds`).
+taken) opens as a TFDS dataset, read without TensorFlow (:mod:`thresher.sources.tfds`); a
+local directory of Parquet files with one file pattern per split (the Hugging Face Hub's
+``data/train-00000-of-00010.parquet``) opens as a :class:`ParquetBuilder`
+(:mod:`thresher.sources.formats.parquet.splits`).
 
 Example:
     >>> import tempfile, os
@@ -21,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from thresher.sources import prepared
+from thresher.sources.formats.parquet.splits import ParquetBuilder, is_parquet_dir
 from thresher.sources.prepared.layout import PathLike
 from thresher.sources.remote.fs import is_url
 from thresher.sources.tfds.info import is_tfds_dir
@@ -39,7 +43,7 @@ def _tfds_path(path: PathLike, storage_options: Mapping[str, Any] | None) -> str
 
 
 def builder(path: PathLike, *, storage_options: Mapping[str, Any] | None = None,
-            read_options: Any = None) -> prepared.ReadOnlyBuilder | TfdsBuilder:
+            read_options: Any = None) -> prepared.ReadOnlyBuilder | TfdsBuilder | ParquetBuilder:
     """Opens a dataset directory: thresher-prepared or TFDS-written.
 
     For a TFDS directory, ``builder(path).info`` has ``features``, ``splits`` (with
@@ -52,6 +56,9 @@ def builder(path: PathLike, *, storage_options: Mapping[str, Any] | None = None,
     tfds_path = _tfds_path(path, storage_options)
     if tfds_path is not None:
         return TfdsBuilder(tfds_path, storage_options=storage_options, read_options=read_options)
+    local = os.path.expanduser(os.fspath(path))
+    if not is_url(local) and is_parquet_dir(local):
+        return ParquetBuilder(local, read_options=read_options)
     return prepared.builder(path, storage_options=storage_options, read_options=read_options)
 
 
@@ -61,7 +68,8 @@ def data_source(path: PathLike, split: Any = None, *, storage_options: Mapping[s
 
     Args:
         path: a thresher-prepared directory, a TFDS version directory, or a TFDS dataset
-            directory (its newest version is read); any of them may be a URL.
+            directory (its newest version is read); any of them may be a URL. Or a local
+            directory of Parquet files named by split (``data/train-*.parquet``).
         split: None for ``{split name: source}``; a split string, a thresher or TFDS
             split object (``tfds.even_splits(...)`` items, ``tfds.core.ReadInstruction``)
             for one source; a list of them for a list of sources.

@@ -262,6 +262,11 @@ class ParquetSource:
         return [o.url for o in self._objects]
 
     @property
+    def file_lengths(self) -> list[int]:
+        """The number of rows of each file, in key order."""
+        return [int(n) for n in np.diff(self._file_starts)]
+
+    @property
     def schema(self) -> Any:
         """The Arrow schema of the columns read."""
         return self._schema
