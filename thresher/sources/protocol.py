@@ -161,7 +161,7 @@ def check_source(source: object) -> None:
         >>> check_source(pa.table({"x": [1]}))
         Traceback (most recent call last):
         ...
-        thresher.errors.ConfigTypeError: a pyarrow.lib.Table is not a random-access source (it indexes columns, or would be copied to every worker as a whole); pass thresher.sources.HuggingFaceSource(table)
+        thresher.errors.ConfigTypeError: a pyarrow.lib.Table is not a random-access source ...
     """
     cls = type(source)
     use = _NOT_SOURCES.get((cls.__module__, cls.__name__))

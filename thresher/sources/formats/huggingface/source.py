@@ -11,6 +11,7 @@ source is garbage collected.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -246,7 +247,5 @@ class HuggingFaceSource:
 
 def _remove(path: str, pid: int) -> None:
     if os.getpid() == pid:
-        try:
+        with contextlib.suppress(OSError):
             os.remove(path)
-        except OSError:
-            pass

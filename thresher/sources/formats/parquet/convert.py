@@ -72,7 +72,7 @@ def check_type(column: str, t: Any, where: str = "") -> None:
         >>> check_type("m", pa.map_(pa.string(), pa.int32()), "in 'x.parquet'")
         Traceback (most recent call last):
         ...
-        thresher.errors.FeatureError: column 'm' in 'x.parquet' has Arrow type map<string, int32>, which thresher cannot convert to NumPy values (supported: numbers, bools, timestamps, dates, durations, strings, binary, decimals, lists, fixed-size lists, structs, dictionaries of these); read other columns with columns=[...] or cast this one when writing the file
+        thresher.errors.FeatureError: column 'm' in 'x.parquet' has Arrow type map<string, int32>, which ...
     """
     pa = pyarrow()
     inner = t

@@ -180,13 +180,13 @@ class ParquetSource:
         cache: RowGroupCache = self._process()["cache"]
         values = cache.get(g)
         if values is not None:
-            return values  # type: ignore[no-any-return]
+            return values
         f, i = int(self._rg_file[g]), int(self._rg_index[g])
         pf, lock = self._file(f)
         with lock:
             values = cache.get(g, count=False)  # another thread may have decoded it meanwhile
             if values is not None:
-                return values  # type: ignore[no-any-return]
+                return values
             self._check_unchanged(f, i)
             table = self._read_group(pf, f, i, self.columns)
             values = [column_values(table.column(c)) for c in self.columns]
