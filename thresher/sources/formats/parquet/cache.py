@@ -1,8 +1,8 @@
 """Decoded row groups kept per process, up to a budget in bytes (least recently used out).
 
 An entry is a row group's requested columns, converted to the values records hold
-(one Python list per column). Its cost is an estimate: the Arrow bytes the row group
-decoded to, plus 64 bytes per value for the Python objects that hold them.
+(one Python list per column; a read puts them in new dicts). Its cost is an estimate:
+the Arrow bytes the row group decoded to, plus 64 bytes per value for the Python objects.
 
 Example:
     >>> cache = RowGroupCache(100)

@@ -17,7 +17,8 @@ struct                                    a ``dict`` of its fields
 null (any type)                           ``None``
 ========================================  =============================================
 
-A list whose elements may be null comes back as a Python list (``None`` where null),
+Arrays are read-only views (records of a cached row group share them: ``.copy()`` one
+to modify it). A list whose elements may be null comes back as a Python list (``None`` where null),
 never as an array with a made-up fill value. Other types (map, union, extension types,
 ``time32``/``time64``) raise :class:`~thresher.errors.FeatureError` naming the column and
 its Arrow type when the source is opened (:func:`check_type`), never a wrong value.
@@ -103,7 +104,9 @@ def _dense(arr: Any) -> np.ndarray | None:
         return None
     t = arr.type
     if _is_number(t) or _is_time(t):
-        return np.asarray(arr.to_numpy(zero_copy_only=False))
+        dense = np.array(arr.to_numpy(zero_copy_only=False))
+        dense.flags.writeable = False  # rows are views, shared by the records of a cached row group
+        return dense
     if pa.types.is_fixed_size_list(t):
         child = _dense(arr.flatten())
         return None if child is None else child.reshape((len(arr), t.list_size, *child.shape[1:]))

@@ -176,22 +176,22 @@ class ParquetSource:
     # --- decoding ----------------------------------------------------------------------
 
     def _decode(self, g: int) -> list[list[Any]]:
-        """The requested columns of global row group ``g``, converted (cached)."""
+        """The requested columns of global row group ``g``, converted (cached): one list of
+        values per column."""
         cache: RowGroupCache = self._process()["cache"]
         values = cache.get(g)
         if values is not None:
-            return values
+            return values  # type: ignore[no-any-return]
         f, i = int(self._rg_file[g]), int(self._rg_index[g])
         pf, lock = self._file(f)
         with lock:
             values = cache.get(g, count=False)  # another thread may have decoded it meanwhile
             if values is not None:
-                return values
+                return values  # type: ignore[no-any-return]
             self._check_unchanged(f, i)
             table = self._read_group(pf, f, i, self.columns)
             values = [column_values(table.column(c)) for c in self.columns]
-            rows = int(self._rg_starts[g + 1] - self._rg_starts[g])
-            cache.put(g, values, int(table.nbytes) + VALUE_OVERHEAD * rows * len(self.columns))
+            cache.put(g, values, int(table.nbytes) + VALUE_OVERHEAD * table.num_rows * len(self.columns))
         return values
 
     def _read_group(self, pf: Any, f: int, i: int, columns: list[str]) -> Any:
@@ -230,29 +230,33 @@ class ParquetSource:
         return self._len
 
     def __getitem__(self, record_key: int) -> dict[str, Any]:
-        k = check_key(record_key, self._len, repr(self))
-        g = int(np.searchsorted(self._rg_starts, k, side="right")) - 1
-        values = self._decode(g)
-        r = k - int(self._rg_starts[g])
-        return {c: v[r] for c, v in zip(self.columns, values, strict=True)}
+        return self.__getitems__([record_key])[0]
 
     def __getitems__(self, record_keys: Sequence[int]) -> list[dict[str, Any]]:
         keys = check_keys(record_keys, self._len, repr(self))
-        if keys.size == 0:
-            return []
+        n = int(keys.size)
+        records: list[dict[str, Any]] = [{} for _ in range(n)]
+        if n == 0:
+            return records
         groups = np.searchsorted(self._rg_starts, keys, side="right") - 1
-        rows = (keys - self._rg_starts[groups]).tolist()
+        rows = keys - self._rg_starts[groups]
+        if bool(np.all(groups == groups[0])):
+            self._fill(records, self._decode(int(groups[0])), rows.tolist())
+            return records
         order = np.argsort(groups, kind="stable")
-        sorted_groups = groups[order]
-        cuts = np.flatnonzero(np.diff(sorted_groups)) + 1
-        out: list[Any] = [None] * len(keys)
-        columns = self.columns
-        for part in np.split(order, cuts):
-            values = self._decode(int(groups[part[0]]))
-            for j in part.tolist():
-                r = rows[j]
-                out[j] = {c: v[r] for c, v in zip(columns, values, strict=True)}
-        return out
+        sorted_groups, sorted_rows = groups[order], rows[order]
+        bounds = [0, *(np.flatnonzero(np.diff(sorted_groups)) + 1).tolist(), n]
+        for start, stop in zip(bounds[:-1], bounds[1:], strict=False):
+            targets = list(map(records.__getitem__, order[start:stop].tolist()))
+            self._fill(targets, self._decode(int(sorted_groups[start])), sorted_rows[start:stop].tolist())
+        return records
+
+    def _fill(self, records: list[dict[str, Any]], values: list[list[Any]], rows: list[int]) -> None:
+        """Sets each column's value of row ``rows[i]`` in ``records[i]`` (new dicts; the
+        values are the cache's own)."""
+        for c, column in zip(self.columns, values, strict=True):
+            for record, value in zip(records, map(column.__getitem__, rows), strict=True):
+                record[c] = value
 
     # --- what else a source tells ------------------------------------------------------
 

@@ -1,0 +1,222 @@
+"""Parquet read in place: shuffled random access with ParquetSource against its peers.
+
+A corpus of ``--records`` short texts (``--text-bytes`` each, ASCII) and an int64 label,
+in ``--files`` Parquet files with row groups of ``--row-group`` rows (snappy, pyarrow's
+defaults), written once under ``--dir``. Rows, one process, records/s (median of
+``--repeats`` runs, each from a cold start: a new source, an empty cache):
+
+- ``thresher shuffled``: ``ParquetSource.__getitems__`` over batches of ``--batch`` keys
+  of a full random permutation (a global shuffle), the decoded data fitting the cache,
+  from a new source (every row group decoded once during the run); ``, warm``: the same
+  keys again once the cache holds every row group (a second epoch);
+- ``datasets __getitem__``: ``datasets.Dataset.__getitem__`` on the same keys (its Arrow
+  random access), the Dataset made by ``Dataset.from_parquet`` (memory-mapped cache);
+  timed on the first ``--hf-records`` keys of the permutation (it is slow);
+- ``pyarrow iter_batches``: ``ParquetFile.iter_batches`` + ``RecordBatch.to_pylist`` over
+  every file in order (the bare sequential loop; it cannot shuffle);
+- ``grain ParquetIterDataset``: Grain's sequential Parquet reader, no global shuffle;
+- ``thresher cache/4 shuffled`` and ``thresher cache/4 blocks``: the cache holding a
+  quarter of the decoded data; keys of a full shuffle, and keys in the order a
+  locality-aware block shuffle gives (row groups shuffled, then records shuffled within
+  windows of ``--window`` row groups; emulated here with NumPy, the sampler is its own
+  issue), with the row-group decodes per record; timed on the first ``--cache4-records``
+  keys of the shuffle (10x as many of the block order).
+
+Ratios are thresher's shuffled rate over each peer's rate in the same run. The machine is
+shared: treat figures as noisy, compare the ratios.
+
+    python -m benchmarks.parquet_read --records 200000 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def write_corpus(d: str, records: int, files: int, row_group: int, text_bytes: int) -> list[str]:
+    """The corpus files (reused when they exist with these parameters)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tag = f"r{records}-f{files}-g{row_group}-t{text_bytes}"
+    folder = os.path.join(d, tag)
+    paths = [os.path.join(folder, f"train-{i:05d}-of-{files:05d}.parquet") for i in range(files)]
+    if all(os.path.exists(p) for p in paths):
+        return paths
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(0)
+    per = records // files
+    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz     ", dtype=np.uint8)
+    for i, p in enumerate(paths):
+        n = per if i < files - 1 else records - per * (files - 1)
+        lengths = rng.integers(text_bytes // 2, text_bytes * 3 // 2, n)
+        chars = alphabet[rng.integers(0, len(alphabet), int(lengths.sum()))].tobytes()
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        texts = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int64).tobytes()),
+                                                 pa.py_buffer(chars)).cast(pa.string())
+        t = pa.table({"text": texts, "label": rng.integers(0, 10, n)})
+        pq.write_table(t, p + ".tmp", row_group_size=row_group)
+        os.replace(p + ".tmp", p)
+    return paths
+
+
+def timed(fn: Callable[[], int], repeats: int) -> tuple[float, list[float]]:
+    """Median records/s of ``repeats`` runs of ``fn`` (which returns records read)."""
+    rates = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        n = fn()
+        rates.append(n / (time.perf_counter() - t0))
+    return statistics.median(rates), rates
+
+
+def thresher_run(paths: list[str], keys: np.ndarray, batch: int, cache_bytes: int,
+                 stats: dict[str, Any] | None = None) -> Callable[[], int]:
+    import thresher as th
+
+    def run() -> int:
+        src = th.sources.ParquetSource(paths, cache_bytes=cache_bytes)
+        n = 0
+        for i in range(0, len(keys), batch):
+            n += len(src.__getitems__(keys[i:i + batch]))
+        if stats is not None:
+            stats.update(src.cache_info())
+        return n
+
+    return run
+
+
+def block_order(boundaries: np.ndarray, window: int, seed: int) -> np.ndarray:
+    """Keys as a locality-aware block shuffle orders them (emulated)."""
+    rng = np.random.default_rng(seed)
+    blocks = rng.permutation(len(boundaries) - 1)
+    out = []
+    for w in range(0, len(blocks), window):
+        keys = np.concatenate([np.arange(boundaries[b], boundaries[b + 1]) for b in blocks[w:w + window]])
+        out.append(rng.permutation(keys))
+    return np.concatenate(out)
+
+
+def hf_run(paths: list[str], keys: np.ndarray, cache_dir: str) -> Callable[[], int]:
+    import datasets
+
+    datasets.disable_progress_bars()
+    ds = datasets.Dataset.from_parquet(paths, cache_dir=cache_dir)
+    ks = keys.tolist()
+
+    def run() -> int:
+        for k in ks:
+            ds[k]
+        return len(ks)
+
+    return run
+
+
+def arrow_run(paths: list[str], batch: int) -> Callable[[], int]:
+    import pyarrow.parquet as pq
+
+    def run() -> int:
+        n = 0
+        for p in paths:
+            for b in pq.ParquetFile(p).iter_batches(batch_size=batch):
+                n += len(b.to_pylist())
+        return n
+
+    return run
+
+
+def grain_run(paths: list[str]) -> Callable[[], int]:
+    from grain import experimental as ge
+
+    def run() -> int:
+        n = 0
+        for p in paths:  # one file at a time: Grain interleaves many on threads
+            for _ in ge.ParquetIterDataset(p):
+                n += 1
+        return n
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--files", type=int, default=4)
+    ap.add_argument("--row-group", type=int, default=10_000)
+    ap.add_argument("--text-bytes", type=int, default=200)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--hf-records", type=int, default=20_000)
+    ap.add_argument("--window", type=int, default=4)
+    ap.add_argument("--cache4-records", type=int, default=30_000,
+                    help="keys timed for the cache/4 full shuffle (10x as many for the block order)")
+    ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "thresher-parquet-bench"))
+    ap.add_argument("--skip", default="", help="comma-separated rows to skip: hf,grain,cache4")
+    a = ap.parse_args(argv)
+    skip = set(filter(None, a.skip.split(",")))
+    paths = write_corpus(a.dir, a.records, a.files, a.row_group, a.text_bytes)
+    keys = np.random.default_rng(1).permutation(a.records)
+    rows: list[tuple[str, float, list[float], str]] = []
+    warm_src: dict[str, Any] = {}
+
+    def warm() -> int:  # a second epoch: the cache already holds every row group
+        import thresher as th
+
+        if "src" not in warm_src:
+            warm_src["src"] = th.sources.ParquetSource(paths, cache_bytes=4 << 30)
+            warm_src["src"].__getitems__(list(range(0, a.records, max(1, a.row_group // 2))))
+        src = warm_src["src"]
+        for i in range(0, len(keys), a.batch):
+            src.__getitems__(keys[i:i + a.batch])
+        return len(keys)
+
+
+    def row(name: str, fn: Callable[[], int], note: Callable[[], str] = lambda: "") -> float:
+        med, rates = timed(fn, a.repeats)
+        note = note()
+        rows.append((name, med, rates, note))
+        print(f"{name:28s} {med:12,.0f} rec/s  runs {[round(r) for r in rates]} {note}", flush=True)
+        return med
+
+    ours = row("thresher shuffled", thresher_run(paths, keys, a.batch, 4 << 30))
+    warm_rate = row("thresher shuffled, warm", warm)
+    warm_src.clear()
+    peers: dict[str, float] = {}
+    peers["pyarrow iter_batches"] = row("pyarrow iter_batches", arrow_run(paths, a.batch))
+    if "grain" not in skip:
+        peers["grain ParquetIterDataset"] = row("grain ParquetIterDataset", grain_run(paths))
+    if "hf" not in skip:
+        with tempfile.TemporaryDirectory() as cache:
+            peers["datasets __getitem__"] = row("datasets __getitem__", hf_run(paths, keys[:a.hf_records], cache))
+    if "cache4" not in skip:
+        stats: dict[str, Any] = {}
+        import thresher as th
+
+        src = th.sources.ParquetSource(paths)
+        src.__getitems__(list(range(0, a.records, a.row_group // 4)))
+        decoded = src.cache_info()["bytes"]
+        quarter = max(1, decoded // 4)
+        few = keys[:a.cache4_records]
+        row("thresher cache/4 shuffled", thresher_run(paths, few, a.batch, quarter, stats),
+            lambda: f"row-group decodes per record {stats['misses'] / len(few):.4f} ({len(few):,} keys)")
+        order = block_order(src.block_boundaries(), a.window, 2)[:10 * a.cache4_records]
+        row("thresher cache/4 blocks", thresher_run(paths, order, a.batch, quarter, stats),
+            lambda: f"row-group decodes per record {stats['misses'] / len(order):.4f} ({len(order):,} keys, "
+                    f"window {a.window} row groups)")
+    print(f"\nrecords {a.records:,}, files {a.files}, row groups of {a.row_group:,}, texts ~{a.text_bytes} B, "
+          f"batches of {a.batch}; python {sys.version.split()[0]}")
+    for name, rate in peers.items():
+        print(f"thresher shuffled / {name:26s} {ours / rate:6.2f}x   (warm cache: {warm_rate / rate:6.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
