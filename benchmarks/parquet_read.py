@@ -147,6 +147,51 @@ def grain_run(paths: list[str]) -> Callable[[], int]:
     return run
 
 
+def _length(r: dict[str, Any]) -> dict[str, Any]:
+    return {"n": np.int32(len(r["text"])), "label": r["label"]}
+
+
+def loader_run(paths: list[str], records: int, workers: Any, seen: dict[str, Any]) -> Callable[[], int]:
+    """A shuffled epoch (the first ``records`` positions) through the DataLoader."""
+    import thresher as th
+
+    def run() -> int:
+        src = th.sources.ParquetSource(paths)
+        loader = th.DataLoader(src, th.IndexSampler(len(src), shuffle=True, seed=0, num_epochs=1),
+                               [th.MapTransform(_length), th.Batch(256)], worker_count=workers)
+        n = 0
+        it = iter(loader)
+        for b in it:
+            n += len(b["n"])
+            if n >= records:
+                break
+        it.close()
+        seen.update(bytes=src.bytes_fetched, requests=src.requests)
+        return n
+
+    return run
+
+
+def remote_rows(a: argparse.Namespace, paths: list[str],
+                row: Callable[..., float]) -> None:
+    """Local files against the same files from the object server at ``--latency-ms``."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from tests.sources.remote.range_server import RangeServer
+
+    root = os.path.dirname(os.path.dirname(paths[0]))
+    bucket = os.path.basename(os.path.dirname(paths[0]))
+    n = min(a.records, a.remote_records)
+    with RangeServer(root, latency_s=a.latency_ms / 1000, process=True) as srv:
+        urls = [f"{srv.endpoint}/{bucket}/{os.path.basename(p)}" for p in paths]
+        for workers in (0, "auto"):
+            seen: dict[str, Any] = {}
+            local = row(f"loader local W={workers}", loader_run(paths, n, workers, seen))
+            remote = row(f"loader http {a.latency_ms:g}ms W={workers}", loader_run(urls, n, workers, seen),
+                         lambda seen=seen, workers=workers: (f"bytes/record {seen['bytes'] / n:,.0f}, requests {seen['requests']}"
+                                            if workers == 0 else ""))
+            print(f"  remote / local (W={workers}): {remote / local:.2f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -160,7 +205,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cache4-records", type=int, default=30_000,
                     help="keys timed for the cache/4 full shuffle (10x as many for the block order)")
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "thresher-parquet-bench"))
-    ap.add_argument("--skip", default="", help="comma-separated rows to skip: hf,grain,cache4")
+    ap.add_argument("--skip", default="", help="comma-separated rows to skip: hf,grain,cache4,remote")
+    ap.add_argument("--latency-ms", type=float, default=20.0)
+    ap.add_argument("--remote-records", type=int, default=200_000,
+                    help="positions of the shuffled epoch timed through the loader, local and remote")
     a = ap.parse_args(argv)
     skip = set(filter(None, a.skip.split(",")))
     paths = write_corpus(a.dir, a.records, a.files, a.row_group, a.text_bytes)
@@ -212,6 +260,8 @@ def main(argv: list[str] | None = None) -> None:
         row("thresher cache/4 blocks", thresher_run(paths, order, a.batch, quarter, stats),
             lambda: f"row-group decodes per record {stats['misses'] / len(order):.4f} ({len(order):,} keys, "
                     f"window {a.window} row groups)")
+    if "remote" not in skip:
+        remote_rows(a, paths, row)
     print(f"\nrecords {a.records:,}, files {a.files}, row groups of {a.row_group:,}, texts ~{a.text_bytes} B, "
           f"batches of {a.batch}; python {sys.version.split()[0]}")
     for name, rate in peers.items():
