@@ -186,9 +186,12 @@ def remote_rows(a: argparse.Namespace, paths: list[str],
         for workers in (0, "auto"):
             seen: dict[str, Any] = {}
             local = row(f"loader local W={workers}", loader_run(paths, n, workers, seen))
-            remote = row(f"loader http {a.latency_ms:g}ms W={workers}", loader_run(urls, n, workers, seen),
-                         lambda seen=seen, workers=workers: (f"bytes/record {seen['bytes'] / n:,.0f}, requests {seen['requests']}"
-                                            if workers == 0 else ""))
+            def fetched(seen: dict[str, Any] = seen, workers: Any = workers) -> str:
+                if workers != 0:
+                    return ""
+                return f"bytes/record {seen['bytes'] / n:,.0f}, requests {seen['requests']}"
+
+            remote = row(f"loader http {a.latency_ms:g}ms W={workers}", loader_run(urls, n, workers, seen), fetched)
             print(f"  remote / local (W={workers}): {remote / local:.2f}")
 
 
