@@ -215,6 +215,9 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     skip = set(filter(None, a.skip.split(",")))
     paths = write_corpus(a.dir, a.records, a.files, a.row_group, a.text_bytes)
+    import pyarrow as pa
+
+    pa.array(["warm"]).to_pylist()  # pyarrow imports pandas on first use: not timed, for no row
     keys = np.random.default_rng(1).permutation(a.records)
     rows: list[tuple[str, float, list[float], str]] = []
     warm_src: dict[str, Any] = {}

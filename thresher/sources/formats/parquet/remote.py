@@ -47,11 +47,22 @@ class RangeStats:
             self.bytes += n
 
 
-def open_ranges(url: str, storage_options: Mapping[str, Any] | None, timeout: float) -> Any:
-    """A function ``read(start, end) -> bytes`` for ``url`` (a local path reads with pread)."""
+def open_ranges(url: str, storage_options: Mapping[str, Any] | None, timeout: float,
+                clients: dict[str, Any] | None = None) -> Any:
+    """A function ``read(start, end) -> bytes`` for ``url`` (a local path reads with pread).
+
+    ``clients`` keeps one lean HTTP client per scheme (making one costs milliseconds: its
+    TLS context); pass the same dict for every file of a source in a process.
+    """
     if not is_url(url):
         return lambda start, end: read_range(None, url, url, start, end)
-    lean = client_for(url, storage_options, timeout)
+    scheme = url.partition("://")[0]
+    if clients is not None and scheme in clients:
+        lean = clients[scheme]
+    else:
+        lean = client_for(url, storage_options, timeout)
+        if clients is not None:
+            clients[scheme] = lean
     if lean is not None:
         return lambda start, end: _checked(lean.cat_file(url, start, end), url, start, end)
     fs, path = filesystem(url, storage_options)
@@ -72,10 +83,10 @@ class RangeFile(io.RawIOBase):
     """A read-only, seekable file over one object; every ``read`` is one range request."""
 
     def __init__(self, obj: RemoteObject, storage_options: Mapping[str, Any] | None,
-                 timeout: float, stats: RangeStats) -> None:
+                 timeout: float, stats: RangeStats, clients: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.obj, self._pos, self._stats = obj, 0, stats
-        self._read = open_ranges(obj.url, storage_options, timeout)
+        self._read = open_ranges(obj.url, storage_options, timeout, clients)
 
     def readable(self) -> bool:
         return True

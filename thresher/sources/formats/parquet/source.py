@@ -130,15 +130,16 @@ class ParquetSource:
         local = self._local
         if local is None or local["pid"] != os.getpid():
             local = self._local = {"pid": os.getpid(), "files": {}, "lock": threading.Lock(),
-                                   "file_locks": {}, "footers": {}, "cache": RowGroupCache(self.cache_bytes),
+                                   "file_locks": {}, "footers": {}, "clients": {}, "cache": RowGroupCache(self.cache_bytes),
                                    "stats": RangeStats()}
         return local
 
     def _opener(self, obj: RemoteObject, metadata: Any = None) -> Any:
         if not is_url(obj.url):
             return open_local(obj, metadata)
-        stats = self._process()["stats"]
-        handle = RangeFile(obj, self._storage_options, self._read_options.timeout, stats)
+        local = self._process()
+        handle = RangeFile(obj, self._storage_options, self._read_options.timeout, local["stats"],
+                           local["clients"])
         return pyarrow_parquet().ParquetFile(handle, metadata=metadata, page_checksum_verification=True,
                                              pre_buffer=True)
 
