@@ -37,7 +37,7 @@ from thresher.sources.formats.parquet.files import (
     select_columns,
 )
 from thresher.sources.formats.parquet.remote import RangeFile, RangeStats
-from thresher.sources.protocol import check_key, check_keys
+from thresher.sources.protocol import check_keys
 from thresher.sources.remote.fs import RemoteObject, is_url
 from thresher.sources.remote.options import RemoteReadOptions
 
@@ -182,13 +182,13 @@ class ParquetSource:
         cache: RowGroupCache = self._process()["cache"]
         values = cache.get(g)
         if values is not None:
-            return values  # type: ignore[no-any-return]
+            return values
         f, i = int(self._rg_file[g]), int(self._rg_index[g])
         pf, lock = self._file(f)
         with lock:
             values = cache.get(g, count=False)  # another thread may have decoded it meanwhile
             if values is not None:
-                return values  # type: ignore[no-any-return]
+                return values
             self._check_unchanged(f, i)
             table = self._read_group(pf, f, i, self.columns)
             values = [column_values(table.column(c)) for c in self.columns]
