@@ -15,6 +15,7 @@ reopens the files by path (or URL), never receives data.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import threading
@@ -130,8 +131,8 @@ class ParquetSource:
         local = self._local
         if local is None or local["pid"] != os.getpid():
             local = self._local = {"pid": os.getpid(), "files": {}, "lock": threading.Lock(),
-                                   "file_locks": {}, "footers": {}, "clients": {}, "cache": RowGroupCache(self.cache_bytes),
-                                   "stats": RangeStats()}
+                                   "file_locks": {}, "footers": {}, "clients": {},
+                                   "cache": RowGroupCache(self.cache_bytes), "stats": RangeStats()}
         return local
 
     def _opener(self, obj: RemoteObject, metadata: Any = None) -> Any:
@@ -247,7 +248,7 @@ class ParquetSource:
         order = np.argsort(groups, kind="stable")
         sorted_groups, sorted_rows = groups[order], rows[order]
         bounds = [0, *(np.flatnonzero(np.diff(sorted_groups)) + 1).tolist(), n]
-        for start, stop in zip(bounds[:-1], bounds[1:], strict=False):
+        for start, stop in itertools.pairwise(bounds):
             targets = list(map(records.__getitem__, order[start:stop].tolist()))
             self._fill(targets, self._decode(int(sorted_groups[start])), sorted_rows[start:stop].tolist())
         return records
