@@ -22,8 +22,10 @@ defaults), written once under ``--dir``. Rows, one process, records/s (median of
   issue), with the row-group decodes per record; timed on the first ``--cache4-records``
   keys of the shuffle (10x as many of the block order).
 
-Ratios are thresher's shuffled rate over each peer's rate in the same run. The machine is
-shared: treat figures as noisy, compare the ratios.
+Ratios are thresher's shuffled rate over each peer's rate in the same run. One-process rows
+are timed in the process's CPU time by default (``--clock cpu``): on a machine shared with
+other work, wall time mostly measures the other work. The loader rows (threads, workers,
+waits on the server) are timed in wall time.
 
     python -m benchmarks.parquet_read --records 200000 --repeats 3
 """
@@ -69,13 +71,13 @@ def write_corpus(d: str, records: int, files: int, row_group: int, text_bytes: i
     return paths
 
 
-def timed(fn: Callable[[], int], repeats: int) -> tuple[float, list[float]]:
+def timed(fn: Callable[[], int], repeats: int, clock: Callable[[], float]) -> tuple[float, list[float]]:
     """Median records/s of ``repeats`` runs of ``fn`` (which returns records read)."""
     rates = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         n = fn()
-        rates.append(n / (time.perf_counter() - t0))
+        rates.append(n / (clock() - t0))
     return statistics.median(rates), rates
 
 
@@ -185,13 +187,14 @@ def remote_rows(a: argparse.Namespace, paths: list[str],
         urls = [f"{srv.endpoint}/{bucket}/{os.path.basename(p)}" for p in paths]
         for workers in (0, "auto"):
             seen: dict[str, Any] = {}
-            local = row(f"loader local W={workers}", loader_run(paths, n, workers, seen))
+            local = row(f"loader local W={workers}", loader_run(paths, n, workers, seen), wall=True)
             def fetched(seen: dict[str, Any] = seen, workers: Any = workers) -> str:
                 if workers != 0:
                     return ""
                 return f"bytes/record {seen['bytes'] / n:,.0f}, requests {seen['requests']}"
 
-            remote = row(f"loader http {a.latency_ms:g}ms W={workers}", loader_run(urls, n, workers, seen), fetched)
+            remote = row(f"loader http {a.latency_ms:g}ms W={workers}", loader_run(urls, n, workers, seen),
+                         fetched, wall=True)
             print(f"  remote / local (W={workers}): {remote / local:.2f}")
 
 
@@ -210,6 +213,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "thresher-parquet-bench"))
     ap.add_argument("--skip", default="", help="comma-separated rows to skip: hf,grain,cache4,remote")
     ap.add_argument("--latency-ms", type=float, default=20.0)
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                    help="one-process rows timed in this process's CPU time (default: the machine is shared) "
+                         "or wall time; the loader rows always in wall time")
     ap.add_argument("--remote-records", type=int, default=200_000,
                     help="positions of the shuffled epoch timed through the loader, local and remote")
     a = ap.parse_args(argv)
@@ -234,8 +240,8 @@ def main(argv: list[str] | None = None) -> None:
         return len(keys)
 
 
-    def row(name: str, fn: Callable[[], int], note: Callable[[], str] = lambda: "") -> float:
-        med, rates = timed(fn, a.repeats)
+    def row(name: str, fn: Callable[[], int], note: Callable[[], str] = lambda: "", wall: bool = False) -> float:
+        med, rates = timed(fn, a.repeats, time.perf_counter if wall or a.clock == "wall" else time.process_time)
         note = note()
         rows.append((name, med, rates, note))
         print(f"{name:28s} {med:12,.0f} rec/s  runs {[round(r) for r in rates]} {note}", flush=True)
