@@ -1,1 +1,9 @@
-"""Storage formats read in place: one package per format (Parquet, Hugging Face datasets, ...)."""
+"""Storage formats read in place: one package per format.
+
+``array_record/`` (ArrayRecord files, local or in buckets), ``prepared/`` (directories written by
+``thresher.prepare``), ``tfds/`` (directories written by TensorFlow Datasets),
+``parquet/`` (Parquet files, local or in buckets; Hub-layout directories), ``huggingface/``
+(Hugging Face ``datasets``: Arrow files, memory-mapped). Each package
+reads its format into the random-access source protocol (:mod:`thresher.sources.protocol`);
+writing lives in :mod:`thresher.sources.write`.
+"""
