@@ -15,7 +15,6 @@ reopens the files by path (or URL), never receives data.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
 import threading
@@ -241,24 +240,17 @@ class ParquetSource:
         if n == 0:
             return records
         groups = np.searchsorted(self._rg_starts, keys, side="right") - 1
-        rows = keys - self._rg_starts[groups]
-        if bool(np.all(groups == groups[0])):
-            self._fill(records, self._decode(int(groups[0])), rows.tolist())
-            return records
-        order = np.argsort(groups, kind="stable")
-        sorted_groups, sorted_rows = groups[order], rows[order]
-        bounds = [0, *(np.flatnonzero(np.diff(sorted_groups)) + 1).tolist(), n]
-        for start, stop in itertools.pairwise(bounds):
-            targets = list(map(records.__getitem__, order[start:stop].tolist()))
-            self._fill(targets, self._decode(int(sorted_groups[start])), sorted_rows[start:stop].tolist())
+        rows = (keys - self._rg_starts[groups]).tolist()
+        needed, which = np.unique(groups, return_inverse=True)
+        decoded = [self._decode(g) for g in needed.tolist()]  # each row group once, in key order
+        where = which.tolist()
+        # one pass per column over the keys: no work per row group here (a shuffled batch
+        # touches about as many row groups as it has keys)
+        for i, c in enumerate(self.columns):
+            columns = [values[i] for values in decoded]
+            for record, g, r in zip(records, where, rows, strict=True):
+                record[c] = columns[g][r]
         return records
-
-    def _fill(self, records: list[dict[str, Any]], values: list[list[Any]], rows: list[int]) -> None:
-        """Sets each column's value of row ``rows[i]`` in ``records[i]`` (new dicts; the
-        values are the cache's own)."""
-        for c, column in zip(self.columns, values, strict=True):
-            for record, value in zip(records, map(column.__getitem__, rows), strict=True):
-                record[c] = value
 
     # --- what else a source tells ------------------------------------------------------
 
