@@ -275,8 +275,8 @@ class ParquetSource:
         return self._rg_starts.copy()
 
     def block_boundaries(self) -> np.ndarray:
-        """The source's natural blocks, as ascending keys ``[0, b1, ..., len(self)]``: block
-        ``j`` is keys ``[b[j], b[j+1])``, one row group. Reading the keys of a block costs one
+        """The source's natural blocks, as strictly ascending keys ``[0, b1, ..., len(self)]``:
+        block ``j`` is keys ``[b[j], b[j+1])``, one row group (row groups without rows left out). Reading the keys of a block costs one
         row-group decode; a locality-aware sampler asks for these.
 
         Example:
@@ -287,7 +287,7 @@ class ParquetSource:
             >>> ParquetSource(path).block_boundaries().tolist()
             [0, 4, 8, 10]
         """
-        return self._rg_starts.copy()
+        return np.unique(self._rg_starts)
 
     @property
     def fingerprint(self) -> str:
