@@ -150,3 +150,12 @@ def test_fingerprint_changes_with_the_files_and_columns(tmp_path: Any) -> None:
     assert a.fingerprint == th.sources.ParquetSource(paths).fingerprint
     assert a.fingerprint != th.sources.ParquetSource(paths[:2]).fingerprint
     assert a.fingerprint != th.sources.ParquetSource(paths, columns=["id"]).fingerprint
+
+
+def test_empty_files_and_row_groups_make_no_blocks(tmp_path: Any) -> None:
+    empty, two = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
+    pq.write_table(pa.table({"x": pa.array([], pa.int64())}), empty)
+    pq.write_table(pa.table({"x": [1, 2]}), two)
+    src = th.sources.ParquetSource([empty, two])
+    assert len(src) == 2 and src[1] == {"x": 2} and src.__getitems__([]) == []
+    assert src.block_boundaries().tolist() == [0, 2]
