@@ -211,7 +211,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cache4-records", type=int, default=30_000,
                     help="keys timed for the cache/4 full shuffle (10x as many for the block order)")
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "thresher-parquet-bench"))
-    ap.add_argument("--skip", default="", help="comma-separated rows to skip: hf,grain,cache4,remote")
+    ap.add_argument("--skip", default="", help="comma-separated rows to skip: main (thresher shuffled and pyarrow; "
+                    "then hf and grain too), hf, grain, cache4, remote")
     ap.add_argument("--latency-ms", type=float, default=20.0)
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                     help="one-process rows timed in this process's CPU time (default: the machine is shared) "
@@ -247,11 +248,14 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:28s} {med:12,.0f} rec/s  runs {[round(r) for r in rates]} {note}", flush=True)
         return med
 
-    ours = row("thresher shuffled", thresher_run(paths, keys, a.batch, 4 << 30))
-    warm_rate = row("thresher shuffled, warm", warm)
-    warm_src.clear()
     peers: dict[str, float] = {}
-    peers["pyarrow iter_batches"] = row("pyarrow iter_batches", arrow_run(paths, a.batch))
+    if "main" not in skip:
+        ours = row("thresher shuffled", thresher_run(paths, keys, a.batch, 4 << 30))
+        warm_rate = row("thresher shuffled, warm", warm)
+        warm_src.clear()
+        peers["pyarrow iter_batches"] = row("pyarrow iter_batches", arrow_run(paths, a.batch))
+    else:
+        skip |= {"grain", "hf"}
     if "grain" not in skip:
         peers["grain ParquetIterDataset"] = row("grain ParquetIterDataset", grain_run(paths))
     if "hf" not in skip:
