@@ -158,7 +158,7 @@ def loader_run(paths: list[str], records: int, workers: Any, seen: dict[str, Any
     import thresher as th
 
     def run() -> int:
-        src = th.sources.ParquetSource(paths)
+        src = th.sources.ParquetSource(paths, cache_bytes=4 << 30)  # the data fits the cache
         loader = th.DataLoader(src, th.IndexSampler(len(src), shuffle=True, seed=0, num_epochs=1),
                                [th.MapTransform(_length), th.Batch(256)], worker_count=workers)
         n = 0
