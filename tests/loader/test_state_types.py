@@ -98,6 +98,7 @@ def test_to_json_from_json_round_trip(
     rows: int | None,
     mixed: bool,
 ) -> None:
+    aligned = aligned and batch is not None and (block == batch or count == 1)  # as loaders make them
     geometry = Geometry(index % count, count, block, batch, False, aligned)
     mix = MixSegment((0.25, 0.75), 3, (1, 2)) if mixed else None
     state = LoaderState.at(
@@ -121,6 +122,8 @@ def test_to_json_from_json_round_trip(
         lambda d: d["stream"].update(seed=6),  # the fingerprint no longer matches
         lambda d: d.update(dataset={"mix": {"weights": [1.0], "origin": "0", "offsets": [0]}}),
         lambda d: d.update(slowest_of=3, slowest_global_position=4),
+        lambda d: d["geometry"].update(block_size=3),  # aligned, 2 shards: blocks are batches
+        lambda d: d["geometry"].update(batch_size=None),  # aligned without a batch
     ],
 )
 def test_every_malformed_state_is_refused_by_from_json(edit) -> None:  # type: ignore[no-untyped-def]

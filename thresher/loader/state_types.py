@@ -164,6 +164,11 @@ class Geometry(ShardGeometry):
         if not isinstance(d.get("drop_remainder", False), bool):
             raise InvalidStateError(f"state['geometry']['drop_remainder'] must be a bool, "
                                     f"got {d['drop_remainder']!r}")
+        if aligned and (batch_size is None or (d["block_size"] != batch_size and d["shard_count"] > 1)):
+            raise InvalidStateError(
+                f"state['geometry'] is aligned with batch_size {batch_size}, block_size {d['block_size']} and "
+                f"shard_count {d['shard_count']}: an aligned geometry has a batch size, equal to the block size "
+                "when there are several shards; the state was edited")
         return cls(
             d["shard_index"],
             d["shard_count"],
