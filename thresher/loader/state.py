@@ -17,9 +17,9 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from thresher._compat import as_state
 from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError
 from thresher.loader.state_digest import DIGEST, state_digest
+from thresher.loader.state_input import as_state
 from thresher.loader.state_types import LEGACY_VERSION, STATE_VERSION, Geometry, LoaderState, Slowest, StreamId
 from thresher.samplers.geometry import ShardGeometry
 
