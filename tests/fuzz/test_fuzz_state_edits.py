@@ -201,8 +201,8 @@ def test_position_and_geometry_edited_together_are_refused(edit: dict[str, Any])
         for key in ("aligned", "block_size", "batch_size"):
             if key in edit:
                 state["geometry"][key] = edit[key]
-        with pytest.raises(th.errors.InvalidStateError, match="changed after it was saved"):
-            PIPELINES[kind]().set_state(state)
+        with pytest.raises(th.errors.InvalidStateError, match="changed after it was saved|the state was edited"):
+            PIPELINES[kind]().set_state(state)  # the digest, or a check of the geometry that comes before it
 
 
 def test_one_states_position_with_anothers_rows_is_refused() -> None:
