@@ -49,6 +49,7 @@ __all__ = [
     "FileIndex",
     "FormatError",
     "add_with_overhead",
+    "check_data_hash",
     "decode_varints",
     "parse_footer",
     "parse_postscript",
@@ -151,11 +152,17 @@ def read_chunk(buf: bytes | memoryview, base: int, begin: int,
                           f"its end at {limit}: the file is truncated, corrupt or not ArrayRecord")
     _check_block_headers(view, base, begin, end, verify)
     data = _logical(view, base, begin, CHUNK_HEADER_SIZE + data_size)[CHUNK_HEADER_SIZE:]
-    if highway_hash64(data) != data_hash:
-        raise FormatError(f"chunk data hash mismatch: the {data_size} data bytes of the chunk at {begin} do "
+    check_data_hash(data, data_hash, begin)
+    return header, data
+
+
+def check_data_hash(data: bytes, expected: int, begin: int) -> None:
+    """FormatError ("chunk data hash mismatch") unless ``data``, the data of the chunk at
+    ``begin``, has the HighwayHash ``expected``."""
+    if highway_hash64(data) != expected:
+        raise FormatError(f"chunk data hash mismatch: the {len(data)} data bytes of the chunk at {begin} do "
                           "not match the hash in its header (the file is corrupt, or the bytes were damaged "
                           "on their way)")
-    return header, data
 
 
 def _sizes(buf: bytes, count: int) -> list[int]:

@@ -1,4 +1,4 @@
-"""HighwayHash-64, the checksum in Riegeli's block and chunk headers, in plain Python.
+"""HighwayHash-64, the checksum in Riegeli's block and chunk headers: in C, or in plain Python.
 
 Written from the algorithm's description (Alakuijala, Cox, Wassenberg: "Fast keyed
 hash/pseudo-random function using SIMD multiply and permute", and the portable C
