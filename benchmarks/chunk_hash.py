@@ -199,7 +199,8 @@ def w1_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Runs the benchmark, prints the tables, returns their rows."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a smaller dataset, 3 s windows")
     ap.add_argument("--tiny", action="store_true", help="a smoke run of the harness (seconds)")
@@ -219,7 +220,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"HighwayHash here: {implementation()}; machine shared with other work (noisy)\n")
     print(f"{'impl':<8}{'bytes':>10}{'MB/s':>10}{'ms/MB':>10}")
     reps = 3 if args.tiny else args.repeats
-    for r in hash_speeds(reps, args.quick or args.tiny) + numpy_bound(reps) + array_record_bound(reps):
+    speeds = hash_speeds(reps, args.quick or args.tiny) + numpy_bound(reps) + array_record_bound(reps)
+    for r in speeds:
         print(f"{r['impl']:<8}{r['size']:>10}{r['mb_s']:>10.1f}{r['ms_per_mb']:>10.3f}")
     rows = w1_rows(args)
     print(f"\nW1 over s3:// from the local range server ({args.latency_ms:g} ms per request), worker_count=0; "
@@ -229,6 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     for r in rows:
         print(f"{r['group']:>6}  {r['where']:<12}{r['verified']:>12,.0f}{r['unverified']:>14,.0f}"
               f"{r['cost']:>8.1%}{r['hash_share']:>9.2%}{r['hashed_mb_s']:>13.1f}")
+    return {"speeds": speeds, "w1": rows}
 
 
 if __name__ == "__main__":

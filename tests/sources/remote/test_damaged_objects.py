@@ -152,7 +152,7 @@ DAMAGE = st.lists(st.tuples(st.sampled_from(["flip", "zero"]), st.integers(0, 2*
                   min_size=1, max_size=3)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 60), seed=st.integers(0, 2**32 - 1), size=st.sampled_from([1, 40, 700, 5000]),
        alphabet=st.sampled_from([4, 256]), group=st.integers(1, 8),

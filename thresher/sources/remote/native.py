@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.machinery
 import importlib.util
 import os
@@ -91,9 +92,8 @@ def _build(target: str) -> str | None:
 
 def load() -> tuple[ModuleType | None, str]:
     """The C module and where it came from, or ``(None, why not)``."""
-    try:
-        from thresher.sources.remote import _highway  # type: ignore[attr-defined]
-        return _highway, "built at install"
+    try:  # the module pip built, beside this file (loaded by name: it may not exist)
+        return importlib.import_module(f"{__package__}._highway"), "built at install"
     except ImportError:
         pass
     try:
