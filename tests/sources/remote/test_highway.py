@@ -141,3 +141,12 @@ def test_without_a_c_module_python_hashes_and_says_so(tmp_path: Any) -> None:
     assert done.stdout.startswith("python (it could not be built"), done.stdout
     assert "RuntimeWarning" in done.stderr and "pure Python" in done.stderr
     assert int(done.stdout.split()[-1], 16) == python_hash64(bytes(range(256)) * 9)
+
+
+def test_a_module_others_can_write_is_not_loaded(tmp_path: Any) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o777)  # a folder anyone can write: what is in it is not run
+    done = _child(str(folder))
+    assert done.stdout.startswith("python (") and "not this user's alone" in done.stdout, done.stdout
+    assert int(done.stdout.split()[-1], 16) == python_hash64(bytes(range(256)) * 9)

@@ -69,7 +69,7 @@ def _build(target: str) -> str | None:
     include = sysconfig.get_paths()["include"]
     if not os.path.exists(os.path.join(include, "Python.h")):
         return f"Python's C headers are not installed (no {include}/Python.h; e.g. apt install python3-dev)"
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+    os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
     tmp = f"{target}.{os.getpid()}.tmp"
     problems = []
     try:
@@ -88,6 +88,19 @@ def _build(target: str) -> str | None:
         if os.path.exists(tmp):
             os.remove(tmp)
     return "; ".join(problems)
+
+
+def _unsafe(target: str) -> str:
+    """Why the built module must not be loaded ("" if it may): code is loaded only from a
+    file and folder this user owns and not everyone can write."""
+    if not hasattr(os, "getuid"):
+        return ""
+    for path in (target, os.path.dirname(target)):
+        st = os.stat(path)
+        if st.st_uid != os.getuid() or st.st_mode & 0o002:
+            return (f"{path} is not this user's alone (owner {st.st_uid}, mode {st.st_mode & 0o777:o}): "
+                    "the module there is not loaded; set THRESHER_NATIVE_DIR to a folder of your own")
+    return ""
 
 
 def load() -> tuple[ModuleType | None, str]:
@@ -112,6 +125,9 @@ def load() -> tuple[ModuleType | None, str]:
             why = f"cannot write to {os.path.dirname(target)} ({e}; set THRESHER_NATIVE_DIR)"
         if why:
             return None, f"it could not be built ({why})"
+    unsafe = _unsafe(target)
+    if unsafe:
+        return None, unsafe
     try:
         return _import_file(target), f"built on first use in {os.path.dirname(target)}"
     except ImportError as e:
