@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 import thresher as th
 from tests.state_edits import resign
 from thresher.errors import InvalidStateError
-from thresher.loader.state_types import Extensions, Geometry, LoaderState, MixSegment, StreamId
+from thresher.dataset.mix import MixSegment
+from thresher.dataset.packing import PackRows
+from thresher.loader.state_types import Extensions, Geometry, LoaderState, StreamId
 from thresher.samplers.geometry import ShardGeometry
 
 # Saved by thresher before the state was typed (same JSON format, version 1).
@@ -100,9 +102,13 @@ def test_to_json_from_json_round_trip(
 ) -> None:
     aligned = aligned and batch is not None and (block == batch or count == 1)  # as loaders make them
     geometry = Geometry(index % count, count, block, batch, False, aligned)
-    mix = MixSegment((0.25, 0.75), 3, (1, 2)) if mixed else None
+    extensions = Extensions()
+    if mixed:
+        extensions = extensions.with_(MixSegment((0.25, 0.75), 3, (1, 2)))
+    if rows is not None:
+        extensions = extensions.with_(PackRows(rows))
     state = LoaderState.at(
-        position, StreamId(10, True, 3, None, "abc"), geometry, ("Map(f)",), Extensions(mix, rows)
+        position, StreamId(10, True, 3, None, "abc"), geometry, ("Map(f)",), extensions
     )
     d = json.loads(json.dumps(state.to_json()))
     assert LoaderState.from_json(d) == state
@@ -161,3 +167,24 @@ def test_shard_geometry_is_the_samplers_arithmetic(
         )
     else:
         assert position % block != 0
+
+
+def test_an_extension_this_thresher_does_not_know_is_refused() -> None:
+    """A layer's state is registered by that layer; a key no layer registered is refused, not dropped."""
+    from tests.state_edits import resign
+
+    state = LoaderState.at(8, StreamId(100, True, 3, 1, "ops"), Geometry(0, 1, 4, 4, False, True))
+    d = state.to_json()
+    d["dataset"] = {"future_layer": {"x": 1}}
+    with pytest.raises(InvalidStateError, match="future_layer.*not known"):
+        LoaderState.from_json(resign(d))
+
+
+def test_the_loader_does_not_name_the_layers_above() -> None:
+    """Mixtures and packing register their state (thresher.dataset); the loader's code names neither."""
+    import pathlib
+
+    import thresher.loader as loader_package
+
+    text = "\n".join(p.read_text() for p in pathlib.Path(loader_package.__file__).parent.rglob("*.py"))
+    assert "MixSegment" not in text and "pack_rows" not in text and "PackRows" not in text

@@ -34,14 +34,14 @@ import numpy as np
 
 from thresher.dataset.compile import Compiled
 from thresher.dataset.hand_over import HandOver
-from thresher.dataset.mix import MixSchedule
-from thresher.dataset.packing import PackedBlock, PackingStats
+from thresher.dataset.mix import MixSchedule, MixSegment
+from thresher.dataset.packing import PackedBlock, PackingStats, PackRows
 from thresher.dataset.rebatch import run_batch_maps
 from thresher.errors import ConfigError, GeometryError, IncompatibleStateError, InvalidStateError
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.profiling.stats import LoaderStats
 from thresher.loader.state_input import as_state
-from thresher.loader.state_types import Extensions, LoaderState, MixSegment
+from thresher.loader.state_types import Extensions, LoaderState
 
 __all__ = ["CompilableChain", "DatasetIterator", "PackIterator"]
 
@@ -151,8 +151,8 @@ class DatasetIterator:
         mix = self._compiled.mix
         if mix is None:
             return Extensions()
-        return Extensions(
-            mix=MixSegment(tuple(mix.schedule.weights), mix.origin, tuple(mix.offsets))
+        return Extensions().with_(
+            MixSegment(tuple(mix.schedule.weights), mix.origin, tuple(mix.offsets))
         )
 
     def _sync_ledger(self) -> None:
@@ -176,7 +176,7 @@ class DatasetIterator:
         """
         saved = LoaderState.from_json(as_state(state, "set_state"))
         mix = self._compiled.mix
-        segment = saved.extensions.mix
+        segment = saved.extensions.get(MixSegment)
         if mix is None or segment is None:
             if mix is not None:
                 raise InvalidStateError(
@@ -424,11 +424,12 @@ class PackIterator(DatasetIterator):
         self._sync_ledger()
         position, rows = self._cursor() if self._handed is None else self._handed[0]
         state = self._compiled.loader.state_at(position)
-        return replace(state, extensions=Extensions(pack_rows=rows)).to_json()
+        return replace(state, extensions=Extensions().with_(PackRows(rows))).to_json()
 
     def set_state(self, state: dict[str, Any], *, reweight: bool = False) -> None:
         saved = LoaderState.from_json(as_state(state, "set_state"))
-        rows = saved.extensions.pack_rows
+        packed = saved.extensions.get(PackRows)
+        rows = None if packed is None else packed.rows
         if rows is None:
             raise InvalidStateError(
                 "a packed dataset's state needs state['dataset']['pack']['rows'] (an int >= 0); "
