@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.errors import ConfigError, FeatureError, SourceNotFoundError
 from thresher.features import ClassLabel, Feature, Image, Scalar, Tensor, Text
 
@@ -46,6 +47,15 @@ __all__ = ["IMAGE_SUFFIXES", "load_inputs"]
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 _IMAGE_NAMES = {"image", "images", "img"}
 _LABEL_NAMES = {"label", "labels"}
+
+
+def _expand(item: str) -> str:
+    """An input with ``~`` and ``$VAR`` expanded, also after ``KEY=``."""
+    path = user_path(item)
+    if "=" in item and not os.path.exists(path):
+        key, rest = item.split("=", 1)
+        return f"{key}={user_path(rest)}"
+    return path
 
 
 def _kind(item: str) -> str:
@@ -270,6 +280,7 @@ def load_inputs(
     """
     if not splits:
         raise ConfigError("no splits given")
+    splits = {name: [_expand(i) for i in items] for name, items in splits.items()}
     kinds = {name: {_kind(i) for i in items} for name, items in splits.items()}
     all_kinds = set().union(*kinds.values())
     if len(all_kinds) != 1 or any(not items for items in splits.values()):

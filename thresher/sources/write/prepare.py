@@ -28,6 +28,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from thresher._validate import user_path
 from thresher.errors import ConfigError
 from thresher.sources.formats.prepared.info import DatasetInfo
 from thresher.sources.formats.prepared.layout import INFO_FILE, PathLike
@@ -88,7 +89,8 @@ def prepare(
     Returns:
         The DatasetInfo of the new dataset.
     """
-    url = os.fspath(path).rstrip("/")
+    path = user_path(path)
+    url = path.rstrip("/")
     if is_url(url) and exists(url, storage_options) and not overwrite:  # before reading examples
         raise ConfigError(f"{url!r} already exists; pass overwrite=True to replace it")
     if is_url(url) and beam_runner is None:
