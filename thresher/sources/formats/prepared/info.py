@@ -225,11 +225,11 @@ class DatasetInfo:
         name = field(d, "name", str, "")
         if not DATASET_NAME_RE.fullmatch(name):
             raise bad(f"invalid dataset name {name!r}")
-        _check_features_digest(d, bad)
         try:
             features = feature_from_json(field(d, "features", dict, ""))
         except FeatureError as e:
             raise bad(f"bad features: {e}") from None
+        _check_features_digest(d, bad)
         splits = []
         for i, s in enumerate(field(d, "splits", list, "")):
             what = f" of splits[{i}]"
