@@ -17,8 +17,8 @@ Example:
     ...     inside("/data/mnist/3.0.1", "../../home/me/notes.txt", "filepathTemplate",
     ...            "dataset_info.json")
     ... except ValueError as e:
-    ...     print(str(e)[:72])
-    dataset_info.json: filepathTemplate gives '../../home/me/notes.txt', whic
+    ...     print(str(e).split(", which")[0])
+    dataset_info.json: filepathTemplate gives '../../home/me/notes.txt'
 """
 
 from __future__ import annotations

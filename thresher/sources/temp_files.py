@@ -20,7 +20,7 @@ A failed write (a full disk, a quota) raises :class:`~thresher.errors.WriteError
 
 Example:
     >>> import os, tempfile
-    >>> from thresher.sources.temp_files import new_temp_file, publish_mode, sweep_stale
+    >>> from thresher.sources.temp_files import current_umask, new_temp_file, publish_mode, sweep_stale
     >>> d = tempfile.mkdtemp()
     >>> target = os.path.join(d, "x.array_record")
     >>> tmp = new_temp_file(target)

@@ -27,7 +27,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -109,7 +109,7 @@ def _leaf(key: str, cols: dict[str, Any], where: str) -> tuple[Any, dict[str, An
     if any(isinstance(a, list) for a in arrays.values()):
         ragged = {s: list(a) for s, a in arrays.items()}
         return _ragged_feature(list(ragged.values())), ragged
-    dense = {s: {key: a} for s, a in arrays.items()}
+    dense = {s: {key: cast(np.ndarray, a)} for s, a in arrays.items()}
     feature = array_features(dense, set(), set(), None)[key]
     return feature, {s: d[key] for s, d in dense.items()}
 
