@@ -10,6 +10,9 @@ This module makes those names and keeps three promises about them:
   same target removes the ones nobody writes any more: their process is gone (same host), or
   nothing touched them for :data:`STALE_AFTER_S` (another host, or a name without an owner,
   written by an older thresher). Each removal is logged (logger ``thresher``, WARNING).
+  ``ArrayRecordWriter`` lists a directory at most once a minute per process (a dictionary of
+  directories swept, the module's one process-wide registry); ``prepare`` and ``convert`` sweep
+  every time.
 - **Public once renamed.** ``mkstemp`` and ``mkdtemp`` create 0600 files and 0700
   directories; :func:`publish_mode` gives them what ``open()`` and ``mkdir`` would have
   (``0o666 & ~umask``, ``0o777 & ~umask``) before the rename, so a dataset prepared by one
@@ -67,6 +70,8 @@ OLD_MARK = ".thresher-old-"
 STALE_AFTER_S = 24 * 3600.0
 
 _log = logging.getLogger("thresher")
+# The one process-wide registry here: when this process last swept each directory (sweep_stale's every_s).
+_SWEPT: dict[str, float] = {}
 _OWNER = re.compile(r"(\d+)@([A-Za-z0-9_-]*)\.")
 _LEGACY = re.compile(r"[a-z0-9_]{8}\.tmp")  # an older thresher's mkstemp name: .{target}.XXXXXXXX.tmp
 _ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EIO)
@@ -168,14 +173,24 @@ def _why_stale(name: str, base: str, path: str, target_exists: bool, now: float,
     return None
 
 
-def sweep_stale(target: str, *, also: Collection[str] = (),
-                max_age_s: float = STALE_AFTER_S) -> list[str]:
+def sweep_stale(target: str, *, also: Collection[str] = (), max_age_s: float = STALE_AFTER_S,
+                every_s: float | None = None) -> list[str]:
     """Removes the stale temporaries that interrupted writes of ``target`` (and of the
     names ``also``, in the same directory) left beside it; returns their paths.
 
     Temporaries still being written (their process is alive, or recently modified) are kept.
+    With ``every_s``, a directory this process swept less than ``every_s`` seconds ago is not
+    listed again (a loop that writes thousands of files into one directory lists it once a
+    minute, not once a file).
     """
     directory = os.path.dirname(os.path.abspath(target))
+    if every_s is not None:
+        last = _SWEPT.get(directory)
+        if last is not None and time.monotonic() - last < every_s:
+            return []
+        if len(_SWEPT) > 4096:
+            _SWEPT.clear()
+        _SWEPT[directory] = time.monotonic()
     bases = {os.path.basename(target), *also}
     now = time.time()
     removed = []

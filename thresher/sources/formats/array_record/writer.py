@@ -15,6 +15,8 @@ from thresher.sources.temp_files import new_temp_file, publish_mode, sweep_stale
 __all__ = ["ArrayRecordWriter", "write_array_record"]
 
 PathLike = Union[str, "os.PathLike[str]"]
+#: A directory is listed for stale temporaries at most this often per process.
+SWEEP_EVERY_S = 60.0
 
 
 class ArrayRecordWriter:
@@ -57,7 +59,7 @@ class ArrayRecordWriter:
         if not os.path.isdir(directory):
             raise SourceError(f"cannot write {self._path!r}: directory {directory!r} does not exist")
         if clean_stale:
-            sweep_stale(self._path)
+            sweep_stale(self._path, every_s=SWEEP_EVERY_S)
         self._tmp = new_temp_file(self._path)
         from array_record.python import array_record_module
 

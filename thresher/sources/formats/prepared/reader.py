@@ -47,8 +47,8 @@ def _check_dir(path: str, storage_options: Mapping[str, Any] | None = None) -> N
     if is_temp_dir(path):
         raise IncompleteDatasetError(
             f"{path!r} is the working directory of a thresher.prepare() that did not finish "
-            "(it was interrupted, or is still running); it is not a dataset. Rerun prepare, "
-            "and delete this directory once no prepare is running")
+            "(it was interrupted, or is still running); it is not a dataset. Rerun prepare: "
+            "it removes this directory once the process that wrote it is gone")
     if is_url(path):
         names = list_names(path, storage_options)
         if names is None:
