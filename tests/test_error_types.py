@@ -47,6 +47,7 @@ MAPPING: dict[str, set[type]] = {
     "RandomAccessError": {TypeError},
     "ConversionRequiredError": {OSError},
     "ReadTimeoutError": {OSError},  # and TimeoutError, as the builtin for a time limit
+    "WriteError": {OSError},  # with the system's errno (ENOSPC)
 }
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "TransformError",
     "WorkerError",
     "WorkerStuckError",
+    "WriteError",
 ]
 
 
@@ -72,6 +73,14 @@ class SourceError(ThresherError, OSError):
 
 class SourceNotFoundError(SourceError, FileNotFoundError):
     """A path or glob names no existing file."""
+
+
+class WriteError(SourceError):
+    """A file could not be written (a full disk, a quota, a file-size limit, permissions).
+
+    An ``OSError`` whose ``errno`` is the system's (``errno.ENOSPC`` for a full disk) and
+    whose ``filename`` is the file being written; nothing was left at that path.
+    """
 
 
 class CorruptSourceError(SourceError, ValueError):

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.dataset import nodes as N
 from thresher.dataset.compile import Compiled, compile_chain
 from thresher.dataset.iterator import DatasetIterator, PackIterator
@@ -364,7 +365,7 @@ class Dataset:
             raise ConfigError("cache serializer needs dumps() and loads() (like the pickle module)")
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
             raise ConfigError(f"cache timeout_s must be a number of seconds > 0, got {timeout_s!r}")
-        p = None if path is None else os.fspath(path)
+        p = None if path is None else user_path(path)
         so = dict(storage_options) if storage_options is not None else None
         return self._then(lambda at: N.Cache(at=at, path=p, max_bytes=max_bytes, serializer=serializer,
                                              timeout_s=float(timeout_s), storage_options=so))

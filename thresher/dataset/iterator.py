@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.dataset.compile import Compiled
 from thresher.dataset.hand_over import HandOver
 from thresher.dataset.mix import MixSchedule, MixSegment
@@ -115,7 +116,7 @@ class DatasetIterator:
             >>> [k for k in th.explain(ds, 0, ledger=d).record_keys.tolist() if k % 3] == first
             True
         """
-        self._ledger_dir = os.fspath(directory)
+        self._ledger_dir = user_path(directory)
         if self._engine_it is not None:
             self._engine_it.ledger(self._ledger_dir)
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from thresher.display.fields import fields, get, label_text
 from thresher.errors import ConfigError, FeatureError
+from thresher.sources.temp_files import publish_mode
 
 __all__ = ["show_examples"]
 
@@ -108,6 +109,7 @@ def show_examples(ds: Any, info: Any = None, rows: int = 3, cols: int = 3, *,
     os.close(fd)
     try:
         fig.savefig(tmp, format="png", dpi=100)
+        publish_mode(tmp)  # mkstemp made it 0600: give it the mode open() would (the umask)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

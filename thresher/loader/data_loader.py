@@ -8,6 +8,7 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
+from thresher._validate import user_path
 from thresher.errors import ConfigError, ConfigTypeError
 from thresher.loader.autotune import AutotuneReport
 from thresher.loader.bad_records import MaxSkipped, check_policy
@@ -182,7 +183,7 @@ class DataLoader:
         self._processor = ChunkProcessor(data_source, sampler, self.plan, skip_errors=errors == "skip",
                                          max_skipped=max_skipped, exclusions=blocked)
         #: The delivery ledger's directory (thresher.loader.ledger), or None.
-        self.ledger = None if ledger is None else os.fspath(ledger)
+        self.ledger = None if ledger is None else user_path(ledger)
         self._worker_spec: WorkerSpec | None = None
         self._unusable: str | None = None  # why workers cannot run this pipeline ("auto" only)
         #: What ``worker_count="auto"`` chose (set by the first iterator), else None.

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.errors import TransformError
 from thresher.loader.autotune import AutotuneReport
 from thresher.loader.bad_records import BadRecords, DroppedRecord
@@ -363,7 +364,7 @@ class DataLoaderIterator:
         if self._ledger is not None:  # another directory from now on
             ledger, self._ledger = self._ledger, None
             ledger.close()
-        self._ledger_dir = os.fspath(directory)
+        self._ledger_dir = user_path(directory)
         self._ledger_begun = False
 
     def _begin_ledger(self) -> None:

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.errors import CorruptSourceError, SourceError
 from thresher.sources.remote.chunk_cache import ChunkCache, Decoded
 from thresher.sources.remote.footer_cache import read_cached, write_cached
@@ -162,6 +163,7 @@ class RangeReader:
         folder = self.options.footer_cache_dir
         if folder is None:
             return None
+        folder = user_path(folder)
         o = self.objects[f]
         digest = hashlib.sha256(f"{o.url}\0{o.size}\0{o.version}".encode()).hexdigest()[:32]
         return os.path.join(folder, f"{digest}.footer.npz")

@@ -38,14 +38,24 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.errors import ConfigError, FeatureError, SourceNotFoundError
 from thresher.features import ClassLabel, Feature, Image, Scalar, Tensor, Text
 
-__all__ = ["IMAGE_SUFFIXES", "load_inputs"]
+__all__ = ["IMAGE_SUFFIXES", "array_features", "load_inputs"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 _IMAGE_NAMES = {"image", "images", "img"}
 _LABEL_NAMES = {"label", "labels"}
+
+
+def _expand(item: str) -> str:
+    """An input with ``~`` and ``$VAR`` expanded, also after ``KEY=``."""
+    path = user_path(item)
+    if "=" in item and not os.path.exists(path):
+        key, rest = item.split("=", 1)
+        return f"{key}={user_path(rest)}"
+    return path
 
 
 def _kind(item: str) -> str:
@@ -92,7 +102,7 @@ def _load_arrays(items: Sequence[str]) -> dict[str, np.ndarray]:
     return out
 
 
-def _array_features(splits: Mapping[str, dict[str, np.ndarray]], class_labels: set[str],
+def array_features(splits: Mapping[str, dict[str, np.ndarray]], class_labels: set[str],
                     images: set[str], encoding: str | None) -> dict[str, Feature]:
     first = next(iter(splits.values()))
     for name, arrays in splits.items():
@@ -270,6 +280,7 @@ def load_inputs(
     """
     if not splits:
         raise ConfigError("no splits given")
+    splits = {name: [_expand(i) for i in items] for name, items in splits.items()}
     kinds = {name: {_kind(i) for i in items} for name, items in splits.items()}
     all_kinds = set().union(*kinds.values())
     if len(all_kinds) != 1 or any(not items for items in splits.values()):
@@ -277,7 +288,7 @@ def load_inputs(
     kind = all_kinds.pop()
     if kind == "arrays":
         arrays = {name: _load_arrays(items) for name, items in splits.items()}
-        features = _array_features(arrays, set(class_labels), set(images), image_encoding)
+        features = array_features(arrays, set(class_labels), set(images), image_encoding)
         return features, dict(arrays)
     if kind == "folder":
         if any(len(items) != 1 for items in splits.values()):

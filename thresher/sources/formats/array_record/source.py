@@ -23,6 +23,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.errors import ConfigError, CorruptSourceError, SourceError, SourceNotFoundError
 from thresher.sources.formats.array_record.files import DEFAULT_MAX_OPEN, ReaderCache, open_reader, record_counts
 from thresher.sources.protocol import check_key, check_keys
@@ -71,7 +72,7 @@ def _items(paths: PathLike | Sequence[PathLike]) -> list[str]:
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:
         raise ConfigError("ArrayRecordSource: no paths given: pass a file path, a glob or a list of them")
-    return [os.fspath(p) for p in items]
+    return [user_path(p) for p in items]
 
 
 def _objects(items: list[str], storage_options: Mapping[str, Any] | None) -> list[RemoteObject]:

@@ -19,8 +19,9 @@ from thresher.sources.formats.tfds.batch import BatchDecoder
 from thresher.sources.formats.tfds.decode import TfdsCodec
 from thresher.sources.formats.tfds.files import DatasetDir
 from thresher.sources.formats.tfds.info import TfdsInfo
+from thresher.sources.paths import inside
 from thresher.sources.protocol import check_key, check_keys
-from thresher.sources.remote.fs import is_url, join
+from thresher.sources.remote.fs import is_url
 from thresher.sources.remote.reader import RemoteReadOptions
 from thresher.sources.sharded_records import ShardedRecords
 from thresher.splits import AbsoluteInstruction
@@ -56,7 +57,8 @@ class TfdsSource(ShardedRecords):
             split_info = info.splits[a.split]
             per_file = dict(zip(split_info.filenames, split_info.shard_lengths, strict=False))
             for fi in split_info.file_instructions(a):
-                path = join(info.data_dir, fi.filename)
+                path = inside(info.data_dir, fi.filename, f"split {a.split!r} shard name",
+                              "dataset_info.json")
                 if path not in index:
                     index[path] = len(files)
                     starts_of_file.append(sum(lengths))
