@@ -8,6 +8,8 @@ builtin that Grain or TFDS raises for the same case, so code written against the
 - an argument of the wrong type: ``TypeError`` (``ConfigTypeError``, ``RandomAccessError``);
 - a file that is not there: ``FileNotFoundError``; any other unreadable source: ``OSError``;
 - a key out of range: ``IndexError``;
+- an optional dependency that is not installed: ``ModuleNotFoundError`` (``MissingExtraError``, whose
+  message names the ``pip install "thresher[extra]"`` to run);
 - a failure while the pipeline runs (a worker, a user operation, a cache): ``RuntimeError``.
 
 Example:
@@ -34,6 +36,7 @@ __all__ = [
     "IncompatibleStateError",
     "IncompleteDatasetError",
     "InvalidStateError",
+    "MissingExtraError",
     "RandomAccessError",
     "ReadTimeoutError",
     "RecordKeyError",
@@ -191,3 +194,10 @@ class ReadTimeoutError(SourceError, TimeoutError):
 class ConversionRequiredError(SourceError):
     """A dataset is stored in a format without random access (TFDS's tfrecord shards); the
     message names the command that converts it (``thresher convert <dir>``)."""
+
+
+class MissingExtraError(ThresherError, ModuleNotFoundError):
+    """An optional dependency is not installed; the message names the ``pip install "thresher[extra]"``
+    that installs it. Also a ``ModuleNotFoundError`` (``name`` is the missing module), so
+    ``except ImportError:`` keeps working. Raised by :func:`thresher._optional.require`.
+    """

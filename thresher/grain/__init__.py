@@ -76,11 +76,8 @@ _INSTEAD = {
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY or name in _MODULES:
-        try:
-            module = importlib.import_module(_LAZY.get(name) or _MODULES[name])
-        except ImportError as e:
-            raise ImportError(f"thresher.grain.{name} needs orbax-checkpoint: pip install 'thresher[orbax]' "
-                              f"({e})") from e
+        # thresher.grain.checkpoint raises MissingExtraError (pip install "thresher[orbax]") without Orbax
+        module = importlib.import_module(_LAZY.get(name) or _MODULES[name])
         return getattr(module, name) if name in _LAZY else module
     if name in _INSTEAD:
         raise AttributeError(f"Grain's {name} is not part of thresher.grain; the thresher way: {_INSTEAD[name]}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from thresher._optional import require
 from thresher._validate import check_int
 from thresher.errors import ConfigError
 
@@ -98,8 +99,7 @@ class ShardByJaxProcess(ShardOptions):
     """
 
     def __init__(self, drop_remainder: bool = True, block_size: int | None = None) -> None:
-        import jax
-
+        jax = require("jax", "ShardByJaxProcess")
         super().__init__(
             shard_index=jax.process_index(),
             shard_count=jax.process_count(),

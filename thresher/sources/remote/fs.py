@@ -21,7 +21,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from thresher.errors import ConfigError, CorruptSourceError, SourceError, SourceNotFoundError
+from thresher._optional import install_command, require
+from thresher.errors import ConfigError, CorruptSourceError, MissingExtraError, SourceError, SourceNotFoundError
 
 __all__ = [
     "RemoteObject",
@@ -63,16 +64,12 @@ def join(base: str, *names: str) -> str:
 
 def filesystem(url: str, storage_options: StorageOptions = None) -> tuple[Any, str]:
     """The fsspec filesystem for ``url`` and the path inside it."""
+    fsspec_core = require("fsspec.core", f"reading {url!r}")
     try:
-        import fsspec.core
-    except ImportError:
-        raise ConfigError(f"reading {url!r} needs fsspec (and s3fs for s3://, gcsfs for gs://): "
-                          "pip install 'thresher[remote]'") from None
-    try:
-        return fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+        return fsspec_core.url_to_fs(url, **dict(storage_options or {}))
     except ImportError as e:
-        raise ConfigError(f"reading {url!r} needs a package fsspec could not import ({e}): "
-                          "pip install 'thresher[remote]'") from None
+        raise MissingExtraError(f"reading {url!r} needs a package fsspec could not import ({e}): "
+                                f"{install_command('remote')}", name=e.name) from None
     except (TypeError, ValueError) as e:
         raise ConfigError(f"cannot open {url!r} with storage_options "
                           f"{sorted(dict(storage_options or {}))}: {e}") from None

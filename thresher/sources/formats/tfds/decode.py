@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._optional import available, require
 from thresher.errors import CorruptSourceError, FeatureError
 from thresher.sources.formats.tfds.features import (
     FeaturesDict,
@@ -87,21 +88,11 @@ _CODEC: list[tuple[str, Any]] = []  # the image library, found once per process
 def _image_codec() -> tuple[str, Any]:
     if _CODEC:
         return _CODEC[0]
-    try:
-        import cv2
-
-        _CODEC.append(("cv2", cv2))
-        return _CODEC[0]
-    except ImportError:
-        pass
-    try:
-        from PIL import Image as PILImage
-
-        _CODEC.append(("pil", PILImage))
-        return _CODEC[0]
-    except ImportError:
-        raise FeatureError("TFDS Image features need OpenCV or Pillow to decode: pip install "
-                           "'thresher[images]' (Pillow) or 'thresher[opencv]'") from None
+    if available("cv2"):
+        _CODEC.append(("cv2", require("cv2", "TFDS Image features")))
+    else:
+        _CODEC.append(("pil", require("PIL.Image", "TFDS Image features (OpenCV or Pillow)")))
+    return _CODEC[0]
 
 
 def decode_image(data: bytes, feature: Image) -> np.ndarray:
