@@ -27,7 +27,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import orbax.checkpoint as ocp
+from thresher._optional import missing
+
+try:
+    import orbax.checkpoint as ocp
+except ModuleNotFoundError as e:
+    raise missing(e, "thresher.grain.checkpoint") from e
 
 from thresher._compat import as_state
 from thresher.jax.checkpoint import CheckpointHandler
@@ -58,6 +63,7 @@ class PyGrainCheckpointRestore(ocp.args.CheckpointArgs):
 
     item: Any
     allow_approximate: bool = False
+    operations_changed: bool = False
     how: str | None = dataclasses.field(default=None, init=False)
 
     @property
