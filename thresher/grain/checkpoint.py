@@ -35,12 +35,13 @@ except ModuleNotFoundError as e:
     raise missing(e, "thresher.grain.checkpoint") from e
 
 from thresher._compat import as_state
-from thresher.jax.checkpoint import CheckpointHandler
+from thresher.jax.checkpoint import CheckpointHandler as _ThresherHandler
 
-__all__ = ["PyGrainCheckpointHandler", "PyGrainCheckpointRestore", "PyGrainCheckpointSave"]
+__all__ = ["CheckpointHandler", "CheckpointRestore", "CheckpointSave", "PyGrainCheckpointHandler",
+           "PyGrainCheckpointRestore", "PyGrainCheckpointSave"]
 
 
-class PyGrainCheckpointHandler(CheckpointHandler):
+class PyGrainCheckpointHandler(_ThresherHandler):
     """thresher's Orbax CheckpointHandler under Grain's name (``process_{i}-of-{n}.json``)."""
 
 
@@ -69,3 +70,9 @@ class PyGrainCheckpointRestore(ocp.args.CheckpointArgs):
     @property
     def iterator(self) -> Any:
         return self.item
+
+
+# the names of the top-level ``import grain`` (``grain.checkpoint.CheckpointSave``): the same classes
+CheckpointHandler = PyGrainCheckpointHandler
+CheckpointSave = PyGrainCheckpointSave
+CheckpointRestore = PyGrainCheckpointRestore
