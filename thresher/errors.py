@@ -7,7 +7,7 @@ builtin that Grain or TFDS raises for the same case, so code written against the
 - an invalid option or value: ``ValueError`` (``ConfigError``, ``StateError``, ``SplitError``, ...);
 - an argument of the wrong type: ``TypeError`` (``ConfigTypeError``, ``RandomAccessError``);
 - a file that is not there: ``FileNotFoundError``; any other unreadable source: ``OSError``;
-- a key out of range: ``IndexError``;
+- a key out of range: ``IndexError`` (Grain) and ``ValueError`` (TFDS);
 - an optional dependency that is not installed: ``ModuleNotFoundError`` (``MissingExtraError``, whose
   message names the ``pip install "thresher[extra]"`` to run);
 - a failure while the pipeline runs (a worker, a user operation, a cache): ``RuntimeError``.
@@ -81,8 +81,11 @@ class CorruptSourceError(SourceError, ValueError):
     """A file exists but is not a readable ArrayRecord file (another format, truncated, corrupt)."""
 
 
-class RecordKeyError(ThresherError, IndexError):
-    """A record key is outside ``[0, len(source))``; the message gives the key and the length."""
+class RecordKeyError(ThresherError, IndexError, ValueError):
+    """A record key is outside ``[0, len(source))``; the message gives the key and the length.
+
+    Also an ``IndexError`` (what Grain and Python sequences raise) and a ``ValueError`` (what a
+    TFDS data source raises)."""
 
 
 class TransformError(ThresherError, RuntimeError):
