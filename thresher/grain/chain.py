@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from thresher._compat import transform_function
 from thresher._validate import is_int
 from thresher.dataset.dataset import Dataset
 from thresher.errors import ConfigError
 from thresher.randomness.seeds import check_seed, derive_seed
+from thresher.transforms.operations import transform_function
 
 __all__ = ["Chain", "skip_none"]
 
@@ -95,13 +95,13 @@ class Chain:
             >>> [b.tolist() for b in grain.MapDataset.range(4).apply([Double(), grain.Batch(2)])]
             [[0, 2], [4, 6]]
         """
-        from thresher._compat import as_batch
+        from thresher.transforms.batch import Batch
         from thresher.transforms.filter import FilterTransform
         from thresher.transforms.random_map import RandomMapTransform
 
         ds: Any = self
         for i, t in enumerate(transformations if isinstance(transformations, (list, tuple)) else [transformations]):
-            batch = as_batch(t, i)
+            batch = Batch.coerce(t, i)
             if batch is not None:
                 ds = ds.batch(batch.batch_size, drop_remainder=batch.drop_remainder)
             elif isinstance(t, RandomMapTransform) or hasattr(t, "random_map"):

@@ -34,8 +34,8 @@ try:
 except ModuleNotFoundError as e:
     raise missing(e, "thresher.grain.checkpoint") from e
 
-from thresher._compat import as_state
 from thresher.jax.checkpoint import CheckpointHandler as _ThresherHandler
+from thresher.loader.state_input import as_state
 
 __all__ = ["CheckpointHandler", "CheckpointRestore", "CheckpointSave", "PyGrainCheckpointHandler",
            "PyGrainCheckpointRestore", "PyGrainCheckpointSave"]

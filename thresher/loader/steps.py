@@ -9,7 +9,7 @@ on the data: :func:`step_geometry` says so, naming why.
 
 Example:
     >>> import thresher as th
-    >>> from thresher.forensics.steps import step_geometry
+    >>> from thresher.loader.steps import step_geometry
     >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 10), th.IndexSampler(10), [th.Batch(4)])
     >>> g = step_geometry(loader)
     >>> g.local_range(2, 0), g.global_batch
