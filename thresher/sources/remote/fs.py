@@ -63,10 +63,20 @@ def join(base: str, *names: str) -> str:
 
 
 def filesystem(url: str, storage_options: StorageOptions = None) -> tuple[Any, str]:
-    """The fsspec filesystem for ``url`` and the path inside it."""
+    """The fsspec filesystem for ``url`` and the path inside it.
+
+    ``gs://`` with an ``endpoint_url`` (an emulator, such as the range server of docs/object_storage.md)
+    uses gcsfs's JSON-API filesystem: gcsfs's default one first asks a gRPC control plane for the
+    bucket's layout, which emulators do not serve (each call then waits out a 60 s time-out unless
+    ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false``). Real GCS (no endpoint) keeps gcsfs's default.
+    """
     fsspec_core = require("fsspec.core", f"reading {url!r}")
+    options = dict(storage_options or {})
     try:
-        return fsspec_core.url_to_fs(url, **dict(storage_options or {}))
+        if url.startswith(("gs://", "gcs://")) and options.get("endpoint_url"):
+            gcs = require("gcsfs.core", f"reading {url!r}")
+            return gcs.GCSFileSystem(**options), url.split("://", 1)[1].rstrip("/")
+        return fsspec_core.url_to_fs(url, **options)
     except ImportError as e:
         raise MissingExtraError(f"reading {url!r} needs a package fsspec could not import ({e}): "
                                 f"{install_command('remote')}", name=e.name) from None
