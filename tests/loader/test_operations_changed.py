@@ -107,3 +107,15 @@ def test_random_maps_keep_their_per_record_seeds() -> None:
     it2 = iter(after)
     it2.set_state(state, operations_changed=True)
     assert all(np.array_equal(a, b + 1000) for a, b in zip(it2, rest, strict=True))
+
+
+def test_checkpoint_restores_pass_the_flag_on() -> None:
+    # thresher.jax.CheckpointRestore(it, operations_changed=True) restores through restore_from_states
+    from thresher.jax.state_files import restore_from_states
+
+    state, rest = _saved(2)
+    it = iter(new_loader())
+    with pytest.raises(IncompatibleStateError, match="operations_changed=True"):
+        restore_from_states(it, lambda i: state, 1, 0, 1)
+    assert restore_from_states(it, lambda i: state, 1, 0, 1, operations_changed=True) == "exact"
+    assert [b.tolist() for b in it] == [[x + 1000 for x in b] for b in rest]
