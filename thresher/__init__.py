@@ -21,6 +21,7 @@ from thresher.loader import (
     merge_states,
     plot_timeline,
     trace,
+    upgrade_state,
 )
 from thresher.samplers import (
     IndexSampler,
@@ -77,4 +78,5 @@ __all__ = [
     "splits",
     "trace",
     "transforms",
+    "upgrade_state",
 ]
