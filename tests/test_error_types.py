@@ -22,7 +22,7 @@ from thresher import errors
 from thresher.loader.pool.remote_errors import describe_exception, rebuild_exception
 
 # The builtins a caller may catch, and which of them each thresher error is.
-BUILTINS = (ValueError, TypeError, OSError, FileNotFoundError, IndexError, RuntimeError)
+BUILTINS = (ValueError, TypeError, OSError, FileNotFoundError, IndexError, RuntimeError, ImportError)
 MAPPING: dict[str, set[type]] = {
     "ThresherError": set(),
     "ConfigError": {ValueError},
@@ -30,7 +30,7 @@ MAPPING: dict[str, set[type]] = {
     "SourceError": {OSError},
     "SourceNotFoundError": {OSError, FileNotFoundError},
     "CorruptSourceError": {OSError, ValueError},
-    "RecordKeyError": {IndexError},
+    "RecordKeyError": {IndexError, ValueError},  # IndexError as Grain, ValueError as TFDS
     "TransformError": {RuntimeError},
     "BatchError": {ValueError},
     "StateError": {ValueError},
@@ -46,6 +46,7 @@ MAPPING: dict[str, set[type]] = {
     "CacheError": {RuntimeError},
     "RandomAccessError": {TypeError},
     "ConversionRequiredError": {OSError},
+    "MissingExtraError": {ImportError},  # a ModuleNotFoundError naming pip install "thresher[extra]"
     "ReadTimeoutError": {OSError},  # and TimeoutError, as the builtin for a time limit
     "WriteError": {OSError},  # with the system's errno (ENOSPC)
 }

@@ -1,4 +1,4 @@
-"""The ``thresher`` command: ``info``, ``prepare``, ``convert`` and ``demo``.
+"""The ``thresher`` command: ``info``, ``prepare``, ``convert``, ``explain``, ``audit`` and ``demo``.
 
 ::
 
@@ -183,8 +183,8 @@ def _version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="thresher", description="thresher datasets: inspect, "
-                                "convert, demo.")
+    p = argparse.ArgumentParser(prog="thresher", description="thresher datasets and runs: inspect (info), "
+                                "prepare, convert, explain a step, audit a run's ledgers, demo.")
     p.add_argument("--version", action="version", version=f"thresher {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

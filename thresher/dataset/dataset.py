@@ -273,6 +273,19 @@ class Dataset:
         return self._then(lambda at: N.BatchNode(at=at, batch_size=int(batch_size), drop_remainder=bool(drop_remainder),
                                                  pad_to=pad_to, padding_value=padding_value))
 
+    def pipe(self, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """``func(self, *args, **kwargs)``: a step written as a function, kept in the chain (Grain's ``pipe``).
+
+        Example:
+            >>> import thresher as th
+            >>> def augment(ds, k):
+            ...     return ds.map(lambda x: x + k)
+            >>> list(th.Dataset.range(3).pipe(augment, 10))
+            [10, 11, 12]
+        """
+        _callable(func, "pipe")
+        return func(self, *args, **kwargs)
+
     def map_batch(self, fn: Callable[[Any], Any]) -> Dataset:
         """Applies a vectorised ``fn`` to every batch (after ``batch``).
 

@@ -23,6 +23,7 @@ from thresher.loader.ledger import LedgerWriter
 from thresher.loader.producer import Producer
 from thresher.loader.profiling.stats import LoaderStats, StatsRecorder
 from thresher.loader.skips import SkipPlan, SkipRanges
+from thresher.loader.state import continued_stream
 from thresher.loader.state_input import as_state
 from thresher.loader.state_types import LoaderState
 from thresher.randomness.record_rng import RecordRng
@@ -289,7 +290,8 @@ class DataLoaderIterator:
         return state.to_json()
 
     def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False,
-                  skip_steps: range | None = None, skip_records: RecordKeys | None = None) -> None:
+                  skip_steps: range | None = None, skip_records: RecordKeys | None = None,
+                  operations_changed: bool = False) -> None:
         """Continues with exactly the batch that followed when ``state`` was taken.
 
         Raises InvalidStateError for a malformed state, IncompatibleStateError for a
@@ -313,12 +315,20 @@ class DataLoaderIterator:
 
         A state merged by ``thresher.merge_states`` restores exactly on any number of
         processes: every element not delivered before it is delivered once (docs/forensics.md).
+
+        ``operations_changed=True``: the state was saved by this pipeline with other per-record
+        operations (an augmentation added, a decode function fixed), which is otherwise refused.
+        The positions and the sampler are kept and this loader's operations apply from the next
+        record on; the states saved from now on record the change (``stream.replaced_operations``,
+        part of the fingerprint) and restore into this loader without the flag. See docs/state.md.
         """
         self.restore(LoaderState.from_json(as_state(state, "set_state")),  # Grain-style bytes too
-                     allow_approximate=allow_approximate, skip_steps=skip_steps, skip_records=skip_records)
+                     allow_approximate=allow_approximate, skip_steps=skip_steps, skip_records=skip_records,
+                     operations_changed=operations_changed)
 
     def restore(self, state: LoaderState, *, allow_approximate: bool = False,
-                skip_steps: range | None = None, skip_records: RecordKeys | None = None) -> None:
+                skip_steps: range | None = None, skip_records: RecordKeys | None = None,
+                operations_changed: bool = False) -> None:
         """``set_state`` for a parsed state (``LoaderState.from_json``)."""
         from thresher.loader.steps import skip_plan, steps_as_skips
 
@@ -329,6 +339,9 @@ class DataLoaderIterator:
             records = records.union(record_blocklist(skip_records, base.processor.sampler.num_records))
         consumed = state.extensions.consumed
         engine = base.with_exclusions(Exclusions(records, None if consumed is None else consumed.unmerged()))
+        stream = continued_stream(state, base.stream, operations_changed)
+        if stream != engine.stream:  # the operations changed (now or before this state): keep the record
+            engine, state = replace(engine, stream=stream), state.adopted_by(stream)
         position = engine.resume_position(state, allow_approximate=allow_approximate)
         if self._producer is not None:
             self._producer.close()

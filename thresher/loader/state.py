@@ -27,6 +27,7 @@ __all__ = [
     "STATE_VERSION",
     "check_run",
     "check_stream",
+    "continued_stream",
     "geometry_of",
     "make_state",
     "next_global_position",
@@ -202,6 +203,36 @@ def resume_position(
     raise GeometryError(f"cannot restore {where}: {why}. {fix}")
 
 
+def continued_stream(state: LoaderState, stream: StreamId, operations_changed: bool = False) -> StreamId:
+    """The stream an iterator of ``stream`` continues after restoring ``state``.
+
+    ``stream`` itself, unless the state's stream is this one under other operations: with
+    ``operations_changed=True`` (the user changed the per-record operations on purpose), the
+    state's stream with this loader's operations, the old digest recorded in
+    ``replaced_operations`` (and so in the fingerprint); a state saved after such a change
+    restores into the changed loader without the flag. Anything else is left to
+    :func:`check_stream` to refuse.
+
+    Example:
+        >>> from thresher.loader.state_types import Geometry
+        >>> old, new = StreamId(8, True, 1, None, "ops-a"), StreamId(8, True, 1, None, "ops-b")
+        >>> saved = LoaderState.at(4, old, Geometry(0, 1, 1, 2, False, True))
+        >>> continued_stream(saved, new, operations_changed=True).to_json()["replaced_operations"]
+        ['ops-a']
+        >>> continued_stream(saved, new) == new   # check_stream then refuses it
+        True
+    """
+    saved = state.stream
+    if saved.fingerprint == stream.fingerprint:
+        return stream
+    same_but_operations = saved.differences(stream) in ([], ["operations"])
+    if not same_but_operations or stream.replaced_operations:
+        return stream
+    if saved.operations == stream.operations:  # saved after a change: continue its record
+        return saved
+    return saved.with_operations_of(stream) if operations_changed else stream
+
+
 def check_stream(state: LoaderState, stream: StreamId, operation_names: tuple[str, ...] = ()) -> None:
     """Raises IncompatibleStateError, naming what differs, unless ``state`` is of ``stream``."""
     if state.stream.fingerprint != stream.fingerprint:
@@ -216,11 +247,15 @@ def check_stream(state: LoaderState, stream: StreamId, operation_names: tuple[st
                 diffs.append(
                     f"{k} (saved {getattr(state.stream, k)!r}, this loader {getattr(stream, k)!r})"
                 )
+        changed_operations = state.stream.differences(stream) == ["operations"]
         raise IncompatibleStateError(
             "this state was saved by a loader with a different global stream: "
             + "; ".join(diffs or ["fingerprint"])
-            + ". Restore it with the same source, sampler (shuffle, seed, num_epochs) and "
-            "operations"
+            + (". If you changed the operations on purpose (a new augmentation, a fixed decode "
+               "function), restore with set_state(state, operations_changed=True): the positions and "
+               "the sampler are kept and the new operations apply from the next record on "
+               "(docs/state.md, 'Changing the operations')" if changed_operations else
+               ". Restore it with the same source, sampler (shuffle, seed, num_epochs) and operations")
         )
 
 

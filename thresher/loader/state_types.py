@@ -57,6 +57,7 @@ _SLOWEST_GLOBAL = "slowest_global_position"
 _MAX_POSITION = 2**62  # positions and record indices are 64-bit integers; leave room for arithmetic
 _MAX_GEOMETRY = 2**31  # shard counts, block and batch sizes: their products must stay in int64
 _DATASET = "dataset"
+_REPLACED = "replaced_operations"  # StreamId: the operations digests before set_state(operations_changed=True)
 
 
 def _require(
@@ -77,13 +78,20 @@ def _require(
 
 @dataclass(frozen=True)
 class StreamId:
-    """What defines the global stream: source length, shuffle, seed, epochs, operations digest."""
+    """What defines the global stream: source length, shuffle, seed, epochs, operations digest.
+
+    ``replaced_operations``: the digests of the operations this stream ran with before a
+    restore with ``set_state(state, operations_changed=True)``, oldest first (empty for a
+    stream whose operations never changed; then absent from the JSON, so the fingerprint of
+    such a stream is what it always was).
+    """
 
     num_records: Any
     shuffle: Any
     seed: Any
     num_epochs: Any
     operations: Any
+    replaced_operations: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, stream_config: Mapping[str, Any], operations_digest: str) -> StreamId:
@@ -97,14 +105,28 @@ class StreamId:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in _STREAM_FIELDS}
+        out = {k: getattr(self, k) for k in _STREAM_FIELDS}
+        if self.replaced_operations:
+            out[_REPLACED] = list(self.replaced_operations)
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> StreamId:
         for k in _STREAM_FIELDS:
             if k not in d:
                 raise InvalidStateError(f"state['stream'] has no {k!r} field")
-        return cls(*(d[k] for k in _STREAM_FIELDS))
+        replaced = d.get(_REPLACED, [])
+        if not isinstance(replaced, list) or not all(isinstance(r, str) for r in replaced):
+            raise InvalidStateError(f"state['stream'][{_REPLACED!r}] must be a list of digests, got {replaced!r}")
+        num_records, shuffle, seed, num_epochs, operations = (d[k] for k in _STREAM_FIELDS)
+        return cls(num_records, shuffle, seed, num_epochs, operations, tuple(replaced))
+
+    def with_operations_of(self, other: StreamId) -> StreamId:
+        """This stream, continued under ``other``'s operations: the change is recorded in it."""
+        if other.operations == self.operations:
+            return self
+        return replace(self, operations=other.operations,
+                       replaced_operations=(*self.replaced_operations, self.operations))
 
     @property
     def fingerprint(self) -> str:

@@ -52,6 +52,20 @@ class RecordMetadata:
         """Grain's name for the global position (its sampler's index)."""
         return self.global_position
 
+    @property
+    def rng(self) -> np.random.Generator:
+        """Grain's per-record generator: a NumPy Generator (Philox) seeded with ``rng_seed``, new on
+        each access. A RandomMapTransform in a thresher pipeline gets its own generator, seeded from
+        the same ``rng_seed`` but not this object.
+
+        Example:
+            >>> import thresher as th
+            >>> m = th.IndexSampler(4, shuffle=True, seed=0)[1]
+            >>> float(m.rng.random()) == float(m.rng.random())
+            True
+        """
+        return np.random.Generator(np.random.Philox(self.rng_seed))
+
 
 class IndexSampler:
     """Maps positions of this process's stream to records, shuffled per epoch.

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from thresher._optional import require
 from thresher._validate import check_count, is_int
 from thresher.errors import ConfigError
 from thresher.splits.base import AbsoluteInstruction, AbstractSplit, SplitArg, SplitSizeLike
@@ -112,8 +113,7 @@ def split_for_jax_process(
         ['train[3:5]']
     """
     if process_index is None or process_count is None:
-        import jax
-
+        jax = require("jax", "split_for_jax_process without process_index/process_count")
         process_index = jax.process_index() if process_index is None else process_index
         process_count = jax.process_count() if process_count is None else process_count
     subs = even_splits(split, process_count, drop_remainder)

@@ -258,6 +258,14 @@ def _table_features(splits: Mapping[str, list[dict[str, Any]]], class_labels: se
     return features
 
 
+def _check_named(class_labels: Sequence[str], images: Sequence[str], present: set[str], what: str) -> None:
+    for option, names in (("--class-label / class_labels", class_labels), ("--image / images", images)):
+        missing = sorted(set(names) - present)
+        if missing:
+            raise ConfigError(f"{option} names {what}s {missing} that the inputs do not have; "
+                              f"the {what}s are {sorted(present)}")
+
+
 # ---- entry point ------------------------------------------------------------------------
 
 def load_inputs(
@@ -288,6 +296,7 @@ def load_inputs(
     kind = all_kinds.pop()
     if kind == "arrays":
         arrays = {name: _load_arrays(items) for name, items in splits.items()}
+        _check_named(class_labels, images, {k for a in arrays.values() for k in a}, "array")
         features = array_features(arrays, set(class_labels), set(images), image_encoding)
         return features, dict(arrays)
     if kind == "folder":
@@ -312,6 +321,7 @@ def load_inputs(
                         r[key] = os.path.join(base, r[key])
             rows.extend(table)
         tables[name] = rows
+    _check_named(class_labels, images, {k for rows in tables.values() for r in rows for k in r}, "column")
     try:
         features = _table_features(tables, set(class_labels), set(images), image_encoding,
                                    channels)

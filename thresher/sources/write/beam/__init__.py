@@ -56,10 +56,12 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from thresher._optional import missing
+
 try:
     import apache_beam as beam
-except ImportError as e:  # pragma: no cover - the extra is part of the test environment
-    raise ImportError("thresher.beam needs Apache Beam: pip install 'thresher[beam]'") from e
+except ModuleNotFoundError as e:
+    raise missing(e, "thresher.beam") from e
 
 from thresher import errors
 from thresher._validate import check_int, user_path
