@@ -119,3 +119,32 @@ def test_checkpoint_restores_pass_the_flag_on() -> None:
         restore_from_states(it, lambda i: state, 1, 0, 1)
     assert restore_from_states(it, lambda i: state, 1, 0, 1, operations_changed=True) == "exact"
     assert [b.tolist() for b in it] == [[x + 1000 for x in b] for b in rest]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_dataset_chain_continues_under_changed_maps(workers: int) -> None:
+    """Dataset iterators take the flag too: positions and the shuffle kept, the new map from the next batch."""
+
+    def chain(*fns) -> th.Dataset:
+        ds = th.Dataset.range(40).shuffle(seed=3)
+        for fn in fns:
+            ds = ds.map(fn)
+        return ds.batch(4).prefetch(workers) if workers else ds.batch(4)
+
+    with iter(chain(_key)) as it:
+        _ = [next(it) for _ in range(3)]
+        state = json.loads(json.dumps(it.get_state()))
+    with iter(chain(_key, _plus_1000)) as fresh:
+        expected = [b.tolist() for b in fresh][3:]  # the same positions, the new operations
+    with iter(chain(_key, _plus_1000)) as it:
+        with pytest.raises(IncompatibleStateError, match="operations_changed=True"):
+            it.set_state(state)
+        it.set_state(state, operations_changed=True)
+        first = next(it).tolist()
+        later = it.get_state()
+        rest = [b.tolist() for b in it]
+    assert [first, *rest] == expected
+    assert later["stream"]["replaced_operations"]  # the change is recorded in the states saved after it
+    with iter(chain(_key, _plus_1000)) as it:
+        it.set_state(later)  # and such a state restores without the flag
+        assert [b.tolist() for b in it] == expected[1:]

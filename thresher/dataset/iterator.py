@@ -88,14 +88,17 @@ class DatasetIterator:
             it.ledger(self._ledger_dir)
         return it
 
-    def _start(self, state: LoaderState, *, allow_approximate: bool = False) -> None:
+    def _start(self, state: LoaderState, *, allow_approximate: bool = False, operations_changed: bool = False) -> None:
         """Points the engine's iterator at ``state`` (made there, when there is none yet)."""
+        if self._engine_it is None and (operations_changed or state.stream.replaced_operations):
+            # the engine's iterator continues a stream under changed operations and records it in its states
+            self._engine_it = self._adopt(self._compiled.loader.iterator_at(0))
         if self._engine_it is None:
             loader = self._compiled.loader
             position = loader.resume_position(state, allow_approximate=allow_approximate)
             self._engine_it = self._adopt(loader.iterator_at(position))
         else:
-            self._engine_it.restore(state, allow_approximate=allow_approximate)
+            self._engine_it.restore(state, allow_approximate=allow_approximate, operations_changed=operations_changed)
 
     def ledger(self, directory: str | os.PathLike[str]) -> None:
         """Appends this process's deliveries to ``directory/process-<i>.ledger`` from now on.
@@ -164,16 +167,21 @@ class DatasetIterator:
     def get_state(self) -> dict[str, Any]:
         """A small JSON-serialisable dict (see the module docstring)."""
         self._sync_ledger()
-        state = self._compiled.loader.state_at(self._it.position)
+        state = self._it.state_at(self._it.position)
         return replace(state, extensions=self._extensions()).to_json()
 
-    def set_state(self, state: dict[str, Any], *, reweight: bool = False) -> None:
+    def set_state(self, state: dict[str, Any], *, reweight: bool = False, operations_changed: bool = False) -> None:
         """Continues exactly where ``state`` was taken.
 
         For a mixture saved under other weights, ``reweight=True`` continues each
         component where it stopped and applies this dataset's weights from the
         saved position on (the rest of the chain must be the same). Without it a
         change of weights is refused like any other change of the pipeline.
+
+        ``operations_changed=True``: the state was saved by this chain with other per-record
+        operations (a map added or fixed); positions and the sampler are kept and this chain's
+        operations apply from the next record on, as ``DataLoaderIterator.set_state`` does
+        (docs/state.md).
         """
         saved = LoaderState.from_json(as_state(state, "set_state"))
         mix = self._compiled.mix
@@ -184,13 +192,13 @@ class DatasetIterator:
                     "this dataset is a mixture but the state has no state['dataset']['mix']; "
                     "it was not saved by a mixture"
                 )
-            self._start(saved)
+            self._start(saved, operations_changed=operations_changed)
             return
         _check_segment(saved, segment)
         current = [float(w) for w in mix.schedule.weights]
         if [float(w) for w in segment.weights] == current:
             self._use_segment((segment.origin, list(segment.offsets)))
-            self._start(saved)
+            self._start(saved, operations_changed=operations_changed)
             return
         if not reweight:
             raise IncompatibleStateError(
@@ -424,10 +432,10 @@ class PackIterator(DatasetIterator):
     def get_state(self) -> dict[str, Any]:
         self._sync_ledger()
         position, rows = self._cursor() if self._handed is None else self._handed[0]
-        state = self._compiled.loader.state_at(position)
+        state = self._it.state_at(position)
         return replace(state, extensions=Extensions().with_(PackRows(rows))).to_json()
 
-    def set_state(self, state: dict[str, Any], *, reweight: bool = False) -> None:
+    def set_state(self, state: dict[str, Any], *, reweight: bool = False, operations_changed: bool = False) -> None:
         saved = LoaderState.from_json(as_state(state, "set_state"))
         packed = saved.extensions.get(PackRows)
         rows = None if packed is None else packed.rows
@@ -439,7 +447,7 @@ class PackIterator(DatasetIterator):
         self._stop_ahead()
         self._handed, self._resync = None, False
         self._ledger_fields["pack"] = {"rows": rows}
-        self._start(saved)
+        self._start(saved, operations_changed=operations_changed)
         self._block, self._row, self._done = None, 0, False
         if rows:
             if not self._load():

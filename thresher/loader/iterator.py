@@ -289,6 +289,14 @@ class DataLoaderIterator:
                                                       consumed=consumed))
         return state.to_json()
 
+    def state_at(self, position: int) -> LoaderState:
+        """The state of this iterator's stream at ``position`` (a front end adds its extensions to it).
+
+        It is the loader's, unless a restore with ``operations_changed=True`` made this iterator
+        continue a stream under other operations: its states record that.
+        """
+        return self._engine.state_at(position)
+
     def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False,
                   skip_steps: range | None = None, skip_records: RecordKeys | None = None,
                   operations_changed: bool = False) -> None:
