@@ -23,6 +23,7 @@ from thresher.loader import (
     trace,
 )
 from thresher.samplers import (
+    BlockShuffle,
     IndexSampler,
     NoSharding,
     RecordMetadata,
@@ -44,6 +45,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Batch",
+    "BlockShuffle",
     "DataLoader",
     "DataLoaderIterator",
     "Dataset",
