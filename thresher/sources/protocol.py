@@ -33,6 +33,7 @@ T_co = TypeVar("T_co", covariant=True)
 __all__ = [
     "DEFAULT_READS_IN_FLIGHT",
     "BatchedDataSource",
+    "BlockHintedSource",
     "BlockedSource",
     "ConcurrentReadsSource",
     "RandomAccessDataSource",
@@ -201,3 +202,25 @@ def natural_block_starts(source: object, min_records: int) -> np.ndarray | None:
         return None
     starts = np.asarray(source.block_boundaries(int(min_records)), dtype=np.int64).reshape(-1)
     return starts if starts.size else None
+
+
+@runtime_checkable
+class BlockHintedSource(Protocol):
+    """A source that fetches better when told which blocks of keys are read together.
+
+    The loader calls ``upcoming_blocks(starts, stops)`` with the key ranges
+    ``[starts[i], stops[i])`` of the blocks a :class:`thresher.BlockShuffle` window reads
+    (the windows of the positions being read), before reading them. A source with a chunk
+    cache can then fetch a block's chunks in one go. A hint: what is read never depends
+    on it.
+
+    Example:
+        >>> class Counting:
+        ...     def __len__(self): return 8
+        ...     def __getitem__(self, key): return key
+        ...     def upcoming_blocks(self, starts, stops): self.hint = list(zip(starts, stops))
+        >>> isinstance(Counting(), BlockHintedSource)
+        True
+    """
+
+    def upcoming_blocks(self, starts: np.ndarray, stops: np.ndarray) -> None: ...
