@@ -189,3 +189,13 @@ def test_epoch_order_is_a_bijection_for_tiny_sizes() -> None:
             for w in (1, 2, 5):
                 order = EpochOrder(n, th.BlockShuffle(b, w), key=n * 31 + b)
                 assert sorted(order.keys(np.arange(n)).tolist()) == list(range(n))
+
+
+def test_an_explicit_shard_block_of_one_batch_keeps_the_global_batch_of_one_process() -> None:
+    shuffle = th.BlockShuffle(block_size=16, window_blocks=4)
+    one = th.IndexSampler(1000, shuffle=shuffle, seed=2)
+    parts = [th.IndexSampler(1000, shuffle=shuffle, seed=2, shard_options=th.ShardOptions(i, 2, block_size=8))
+             for i in range(2)]
+    for step in range(10):  # the 2 local batches of a step are positions [16 * step, 16 * step + 16) of one process
+        local = [p.keys(p.to_global(np.arange(8 * step, 8 * step + 8))) for p in parts]
+        assert np.concatenate(local).tolist() == one.keys(np.arange(16 * step, 16 * step + 16)).tolist()
