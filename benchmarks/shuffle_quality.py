@@ -4,9 +4,10 @@ The worst case for a locality-aware shuffle is a dataset sorted by class (an ima
 is). This script writes one: scikit-learn's 8x8 digits (the demo's data, no download):
 ``--records`` images drawn at random from the demo's training split, each with a seeded
 one-level pixel jitter, sorted by label (in random order within a label, as files in an
-image folder), in one ArrayRecord file with ``--group-size`` records per chunk. For each shuffle (none, full, BlockShuffle at several settings) it
-trains the demo's NumPy MLP for ``--steps`` batches of 64 read through the byte-range
-reader with a chunk cache of a quarter of the decoded records (the dataset is 4x the cache), and reports:
+image folder), in one ArrayRecord file with ``--group-size`` records per chunk. For each
+shuffle (none, full, BlockShuffle at several settings) it trains the demo's NumPy MLP for
+``--steps`` batches of 64 read through the byte-range reader with a chunk cache of a
+quarter of the decoded records (the dataset is 4x the cache), and reports:
 
 - **TV**: the mean, over batches, of the total-variation distance between the batch's
   label distribution and the dataset's (0: every batch has the dataset's class mix);
@@ -39,10 +40,10 @@ BATCH = 64
 SHUFFLES: dict[str, Any] = {
     "none": False,
     "full": True,
-    "block 4096x16 (default)": th.BlockShuffle(4096, 16),
+    "block 4096x16": th.BlockShuffle(4096, 16),
     "block 4096x4": th.BlockShuffle(4096, 4),
     "block 1024x64": th.BlockShuffle(1024, 64),
-    "block 512x128": th.BlockShuffle(512, 128),
+    "block 512x128 (default)": th.BlockShuffle(512, 128),
     "block 256x256": th.BlockShuffle(256, 256),
 }
 
@@ -109,8 +110,8 @@ def plot(results: dict[str, dict[str, float]], path: str) -> None:
         axes[0].annotate(name, (x, r["tv"]), fontsize=7, xytext=(4, 2), textcoords="offset points")
         axes[1].scatter(x, 100 * r["accuracy"])
         axes[1].annotate(name, (x, 100 * r["accuracy"]), fontsize=7, xytext=(4, 2), textcoords="offset points")
-    axes[0].set_ylabel("mean per-batch TV distance to the dataset's labels (lower is better)")
-    axes[1].set_ylabel("test accuracy after the steps, % (higher is better)")
+    axes[0].set_ylabel("mean per-batch label TV distance (lower: better)")
+    axes[1].set_ylabel("test accuracy after the steps, % (higher: better)")
     for ax in axes:
         ax.set_xscale("log")
         ax.set_xlabel("bytes fetched per record read (log)")

@@ -65,6 +65,11 @@ class BlockShuffle:
             starting at 0), or None for blocks of exactly ``block_size`` keys. Usually
             made by :meth:`of_source`.
 
+    The defaults (512 x 128: windows of 65,536 records mixing 128 blocks) were chosen by
+    ``benchmarks/shuffle_quality.py``: on a dataset sorted by class they keep the per-batch
+    label mix within 1.2x of a full shuffle's distance and the demo model's accuracy within
+    0.5 points, where 4096 x 16 (the same window, 16 blocks) is 2x and 10 points off.
+
     Memory: a reader needs about one window of records (``window_records`` times the
     mean record size) held at once to fetch each block once per epoch; see the
     block-shuffle guide for the sizing rule.
@@ -78,8 +83,8 @@ class BlockShuffle:
         32
     """
 
-    block_size: int = 4096
-    window_blocks: int = 16
+    block_size: int = 512
+    window_blocks: int = 128
     boundaries: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -98,7 +103,7 @@ class BlockShuffle:
             object.__setattr__(self, "boundaries", b)
 
     @classmethod
-    def of_source(cls, source: Any, *, block_size: int = 4096, window_blocks: int = 16) -> BlockShuffle:
+    def of_source(cls, source: Any, *, block_size: int = 512, window_blocks: int = 128) -> BlockShuffle:
         """A BlockShuffle whose blocks follow ``source``'s natural boundaries, when it reports them.
 
         A source that implements ``block_boundaries(min_records)``
