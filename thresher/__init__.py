@@ -21,6 +21,7 @@ from thresher.loader import (
     merge_states,
     plot_timeline,
     trace,
+    upgrade_state,
 )
 from thresher.samplers import (
     BlockShuffle,
@@ -79,4 +80,5 @@ __all__ = [
     "splits",
     "trace",
     "transforms",
+    "upgrade_state",
 ]

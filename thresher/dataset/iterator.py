@@ -37,7 +37,7 @@ from thresher.dataset.hand_over import HandOver
 from thresher.dataset.mix import MixSchedule
 from thresher.dataset.packing import PackedBlock, PackingStats
 from thresher.dataset.rebatch import run_batch_maps
-from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError
+from thresher.errors import ConfigError, GeometryError, IncompatibleStateError, InvalidStateError
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.profiling.stats import LoaderStats
 from thresher.loader.state_input import as_state
@@ -185,6 +185,7 @@ class DatasetIterator:
                 )
             self._start(saved)
             return
+        _check_segment(saved, segment)
         current = [float(w) for w in mix.schedule.weights]
         if [float(w) for w in segment.weights] == current:
             self._use_segment((segment.origin, list(segment.offsets)))
@@ -207,7 +208,11 @@ class DatasetIterator:
             return
         self.close()
         self._engine_it = None
-        self._compiled = self._dataset.compile(mix_segment=segment)
+        try:
+            self._compiled = self._dataset.compile(mix_segment=segment)
+        except ConfigError as e:
+            raise InvalidStateError(f"the state's mixture segment (state['dataset']['mix']: origin {segment[0]}, "
+                                    f"offsets {segment[1]}) does not fit this mixture: {e}") from e
 
     def _reweight(self, saved: LoaderState, segment: MixSegment) -> None:
         weights = list(segment.weights)
@@ -237,6 +242,26 @@ class DatasetIterator:
     @property
     def compiled(self) -> Compiled:
         return self._compiled
+
+
+def _check_segment(saved: LoaderState, segment: MixSegment) -> None:
+    """Refuses a mixture segment no run makes (InvalidStateError), before it is compiled.
+
+    A segment starts where a restore under new weights stood (``reweight=True``), so at or
+    before every position of a state saved in it; a segment starting at 0 is a fresh
+    mixture's, whose components all start at 0. (The digest refuses an edited state first;
+    this guards states re-signed by ``thresher.upgrade_state``.)
+    """
+    g = saved.next_global_position
+    if segment.origin > g:
+        raise InvalidStateError(
+            f"state['dataset']['mix'] starts its segment at mixture position {segment.origin}, after the state's "
+            f"own position {g}: no run saves that (a segment starts where the mixture was reweighted, before "
+            "the positions saved in it); the state was edited")
+    if segment.origin == 0 and any(segment.offsets):
+        raise InvalidStateError(
+            f"state['dataset']['mix'] starts at mixture position 0 with component offsets {list(segment.offsets)}: "
+            "a mixture that starts at 0 starts every component at 0; the state was edited")
 
 
 class PackIterator(DatasetIterator):

@@ -60,8 +60,9 @@ class DataLoader:
             quarter of the available memory. It changes speed and memory, never results.
         worker_timeout_s: the watchdog: seconds a worker may keep one chunk before the
             loader raises ``WorkerStuckError`` (naming the worker, the chunk's positions and
-            keys, with the worker's Python stack) and stops the workers. Default 300;
-            None waits forever. Per chunk, not per epoch: a slow pipeline that keeps
+            keys, with the worker's Python stack) and stops the workers. Worker threads
+            too: a stuck thread cannot be stopped and is left behind (docs/workers.md,
+            "Stuck threads"). Default 300; None waits forever. Per chunk, not per epoch: a slow pipeline that keeps
             delivering never trips it. Reads on threads have their own limit,
             ``ReadOptions.timeout_s``.
         read_options: reads in flight in each producer (a ``thresher.ReadOptions``, or

@@ -276,7 +276,7 @@ class Engine:
         probe = self.reads()
         return MeasuringProducer(self.processor, position, stop, self.chunk_size, stats, choose,
                                  ReadAhead(self.processor, probe.num_threads or 0, probe.timeout_s),
-                                 self.wants_thread_speedup)
+                                 self.wants_thread_speedup, self.worker_timeout_s, self.first_keys)
 
     def _producer(self, workers: int, mode: str, buffer: int | None, position: int, stop: int | None,
                   stats: StatsRecorder | None, decision: AutotuneReport | None, reads: ReadOptions) -> Producer:
@@ -295,7 +295,7 @@ class Engine:
             from thresher.loader.pool.threads import ThreadPoolProducer
 
             return ThreadPoolProducer(self.processor, position, stop, self.chunk_size, workers, buffer, stats,
-                                      reads=reads)
+                                      reads=reads, timeout_s=self.worker_timeout_s, keys=self.first_keys)
         # The pool's modules (sockets, shared memory) are loaded only by loaders with workers.
         from thresher.loader import warm_start
         from thresher.loader.main_module import unimportable_main

@@ -13,11 +13,14 @@ loader (where to resume) and merges the states of a run.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError
-from thresher.loader.state_types import STATE_VERSION, Geometry, LoaderState, Slowest, StreamId
+from thresher.loader.state_digest import DIGEST, state_digest
+from thresher.loader.state_input import as_state
+from thresher.loader.state_types import LEGACY_VERSION, STATE_VERSION, Geometry, LoaderState, Slowest, StreamId
 from thresher.samplers.geometry import ShardGeometry
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "restore_position",
     "slowest_state",
     "stream_identity",
+    "upgrade_state",
 ]
 
 
@@ -305,3 +309,43 @@ def check_run(states: Sequence[Mapping[str, Any]], who: str) -> dict[int, Loader
 
 def _without_index(geometry: Geometry) -> dict[str, Any]:
     return {k: v for k, v in geometry.to_json().items() if k != "shard_index"}
+
+
+def upgrade_state(state: Any) -> dict[str, Any]:
+    """A state saved by thresher before states carried a digest (version 1), as this version saves it.
+
+    ``set_state`` refuses a version-1 state: it carries no digest, so nothing shows
+    whether it was edited after it was saved. Pass it through this function to
+    restore it: every field is checked as ``set_state`` checks it (types, ranges, the
+    fingerprint), and the state comes back as version 2 with its digest. The one thing
+    that cannot be checked is that the state was not edited: upgrade only states you
+    saved and did not change. A version-2 state is checked and returned unchanged.
+
+    Example:
+        >>> import thresher as th
+        >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 8), th.IndexSampler(8), [th.Batch(2)])
+        >>> it = iter(loader)
+        >>> _ = next(it)
+        >>> old = {k: v for k, v in it.get_state().items() if k != "digest"}
+        >>> old["version"] = 1                     # what thresher saved before digests
+        >>> it2 = iter(loader)
+        >>> it2.set_state(th.upgrade_state(old))
+        >>> next(it2).tolist()
+        [2, 3]
+    """
+    d = as_state(state, "upgrade_state")  # Grain-style bytes of JSON too
+    if not isinstance(d, Mapping):
+        raise InvalidStateError(f"upgrade_state needs a state dict as get_state() returned it, got "
+                                f"{type(d).__name__}")
+    version = d.get("version")
+    if version == STATE_VERSION:
+        LoaderState.from_json(d)
+        return copy.deepcopy(dict(d))
+    if version != LEGACY_VERSION or DIGEST in d:
+        raise InvalidStateError(f"upgrade_state reads states of version {LEGACY_VERSION} (saved without a "
+                                f"digest); this one has version {version!r}"
+                                + (" and a digest" if DIGEST in d else ""))
+    upgraded = {**copy.deepcopy(dict(d)), "version": STATE_VERSION}
+    upgraded[DIGEST] = state_digest(upgraded)
+    LoaderState.from_json(upgraded)  # every other check
+    return upgraded

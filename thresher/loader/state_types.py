@@ -2,13 +2,18 @@
 
 ``LoaderState.from_json`` is the only reader of a saved state's keys and does all the
 checking (raising InvalidStateError); ``to_json`` writes the JSON format that users
-save (version 1, unchanged). Its parts:
+save (version 2: version 1 plus ``digest``). Its parts:
 
 - ``StreamId``: what defines the global stream; its digest is the ``fingerprint``.
 - ``Geometry``: this process's part of it (shard, block, batch); its arithmetic is
   ``thresher.samplers.geometry.ShardGeometry``'s.
 - ``Extensions``: what a layer above the engine adds (a mixture's segment, packing's
   rows), typed, under the ``"dataset"`` key.
+- ``digest``: a keyed BLAKE2b of the canonical JSON of all the other fields
+  (thresher.loader.state_digest). ``to_json`` adds it, ``from_json`` refuses a state whose
+  fields do not match it: any edit after saving (docs/state.md).
+  ``upgrade_state`` (thresher.loader.state) gives a version-1 state, saved before
+  digests, its digest, on the user's word that it was not edited.
 
 Example:
     >>> stream, geometry = StreamId(10, False, None, 1, "ops"), Geometry(0, 1, 1, 2, False, True)
@@ -31,6 +36,7 @@ from thresher._validate import check_int, is_int
 from thresher.errors import InvalidStateError
 from thresher.loader.exclusions import Consumed
 from thresher.loader.skips import SkipRanges
+from thresher.loader.state_digest import DIGEST, check_digest, state_digest
 from thresher.samplers.geometry import ShardGeometry
 
 __all__ = [
@@ -43,7 +49,8 @@ __all__ = [
     "StreamId",
 ]
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+LEGACY_VERSION = 1  # saved before digests: read only through upgrade_state (thresher.loader.state)
 _STREAM_FIELDS = ("num_records", "shuffle", "seed", "num_epochs", "operations")
 _SLOWEST = "slowest_of"  # set by slowest_state: the number of states merged
 _SLOWEST_GLOBAL = "slowest_global_position"
@@ -157,6 +164,11 @@ class Geometry(ShardGeometry):
         if not isinstance(d.get("drop_remainder", False), bool):
             raise InvalidStateError(f"state['geometry']['drop_remainder'] must be a bool, "
                                     f"got {d['drop_remainder']!r}")
+        if aligned and (batch_size is None or (d["block_size"] != batch_size and d["shard_count"] > 1)):
+            raise InvalidStateError(
+                f"state['geometry'] is aligned with batch_size {batch_size}, block_size {d['block_size']} and "
+                f"shard_count {d['shard_count']}: an aligned geometry has a batch size, equal to the block size "
+                "when there are several shards; the state was edited")
         return cls(
             d["shard_index"],
             d["shard_count"],
@@ -329,6 +341,7 @@ class LoaderState:
         extra = self.extensions.to_json()
         if extra:
             out[_DATASET] = extra
+        out[DIGEST] = state_digest(out)
         return out
 
     @classmethod
@@ -339,10 +352,15 @@ class LoaderState:
                 f"a state must be a dict as returned by get_state(), got {type(state).__name__}"
             )
         version = _require(state, "version", (int,))
+        if version == LEGACY_VERSION and DIGEST not in state:
+            raise InvalidStateError(
+                "this state (version 1) was saved by an earlier thresher, without the digest that shows "
+                "it was not edited since; this thresher restores it after thresher.upgrade_state(state), "
+                "which adds the digest: do that only for a state you did not edit (docs/state.md)")
         if version != STATE_VERSION:
             raise InvalidStateError(
                 f"state version {version} is not supported (this thresher reads version "
-                f"{STATE_VERSION})"
+                f"{STATE_VERSION}, and version {LEGACY_VERSION} through thresher.upgrade_state)"
             )
         position = _require(state, "position", (int,))
         if not 0 <= position < _MAX_POSITION:
@@ -371,7 +389,7 @@ class LoaderState:
         names = state.get("operations")
         operations = tuple(str(n) for n in names) if isinstance(names, list) else ()
         g = state.get("global_position")
-        return cls(
+        parsed = cls(
             position,
             stream,
             geometry,
@@ -380,3 +398,5 @@ class LoaderState:
             slowest,
             Extensions.from_json(state.get(_DATASET)),
         )
+        check_digest(state)  # last: a malformed field is named by the checks above
+        return parsed
