@@ -24,6 +24,7 @@ from thresher.loader import (
     upgrade_state,
 )
 from thresher.samplers import (
+    BlockShuffle,
     IndexSampler,
     NoSharding,
     RecordMetadata,
@@ -45,6 +46,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Batch",
+    "BlockShuffle",
     "DataLoader",
     "DataLoaderIterator",
     "Dataset",

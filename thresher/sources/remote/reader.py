@@ -46,6 +46,7 @@ import numpy as np
 
 from thresher._validate import user_path
 from thresher.errors import CorruptSourceError, SourceError
+from thresher.sources.remote.block_hints import BlockHints
 from thresher.sources.remote.chunk_cache import ChunkCache, Decoded
 from thresher.sources.remote.footer_cache import read_cached, write_cached
 from thresher.sources.remote.format import (
@@ -118,7 +119,7 @@ class RangeReader:
                                          thread_name_prefix="thresher-range")
             local = self._local = {"pid": os.getpid(), "fs": {}, "indexes": {},
                                    "lock": threading.Lock(), "pool": pool,
-                                   "cache": ChunkCache(self.options.cache_bytes)}
+                                   "cache": ChunkCache(self.options.cache_bytes), "blocks": BlockHints()}
             # The threads end with the reader, not only at interpreter exit.
             weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
         return local
@@ -346,6 +347,8 @@ class RangeReader:
         chunks, waits, mine = cache.claim(wanted)
         try:
             mine += cache.claim(self._around(mine, set(wanted)))[2]
+            if self.options.cache_bytes:  # whole blocks of a block shuffle's window (block_hints)
+                mine += cache.claim(self._process()["blocks"].expand(mine))[2]
             chunks.update(self._fetch_chunks(pairs, groups, mine))
         except BaseException as e:
             cache.abandon(mine, e)
@@ -420,6 +423,15 @@ class RangeReader:
         g = local["groups"][files]
         known = g > 0
         local["cache"].upcoming(files[known], keys[known] // g[known])
+
+    def upcoming_blocks(self, blocks: Sequence[tuple[int, int, int]]) -> None:
+        """Blocks ``(file, first key, last key)`` read together next (a block shuffle's window):
+        a read that needs a chunk of one fetches all of its chunks (see ``block_hints``).
+        Blocks of files whose footer this process has not read yet are left out."""
+        local = self._process()
+        indexes = local["indexes"]
+        local["blocks"].add((f, a // indexes[f].group_size, b // indexes[f].group_size)
+                            for f, a, b in blocks if f in indexes)
 
     def close(self) -> None:
         """Stops this process's thread pool (it is remade on the next read)."""
