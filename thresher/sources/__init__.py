@@ -8,6 +8,7 @@ Example:
 
 from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.array_record_writer import ArrayRecordWriter, write_array_record
+from thresher.sources.formats.image_folder import ImageFolderSource
 from thresher.sources.in_memory import InMemoryDataSource
 from thresher.sources.protocol import (
     DEFAULT_READS_IN_FLIGHT,
@@ -26,6 +27,7 @@ __all__ = [
     "ArrayRecordWriter",
     "BatchedDataSource",
     "ConcurrentReadsSource",
+    "ImageFolderSource",
     "InMemoryDataSource",
     "RandomAccessDataSource",
     "RangeDataSource",
