@@ -205,8 +205,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="treat this column/array as a class label (repeatable)")
     prep.add_argument("--image", action="append", default=[], metavar="KEY",
                       help="treat this array (or table column of file paths) as an image")
-    prep.add_argument("--image-encoding", choices=["png", "jpeg", "none"],
-                      help="how images are stored (default: png from files, none from arrays)")
+    prep.add_argument("--image-encoding", choices=["original", "png", "jpeg", "none"],
+                      help="how images are stored (default: original from files, i.e. their bytes as "
+                           "they are; none from arrays); png/jpeg re-encode")
     prep.add_argument("--channels", type=int, choices=[1, 3, 4], default=3,
                       help="channels of images read from files (default 3)")
     prep.add_argument("--num-shards", type=int,
