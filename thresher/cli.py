@@ -81,8 +81,13 @@ def _tfds_info(b: Any, as_json: bool) -> None:
     if info.description:
         print(info.description)
     formats = ", ".join((info.file_format, *info.alternative_file_formats))
-    print(f"format: written by TensorFlow Datasets, shards: {formats}"
-          + ("" if info.has_array_record else " (run `thresher convert` for random access)"))
+    if info.has_array_record:
+        note = ""
+    elif info.file_format == "tfrecord":
+        note = " (read in place through cached offset indexes; `thresher convert` makes an ArrayRecord copy)"
+    else:
+        note = " (run `thresher convert` for random access)"
+    print(f"format: written by TensorFlow Datasets, shards: {formats}{note}")
     _print_splits(info)
     print("features:")
     print("\n".join(_feature_lines(info.features)))

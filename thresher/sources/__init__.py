@@ -9,6 +9,7 @@ Example:
 from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.array_record_writer import ArrayRecordWriter, write_array_record
 from thresher.sources.formats.image_folder import ImageFolderSource
+from thresher.sources.formats.tfrecord import TFRecordSource
 from thresher.sources.in_memory import InMemoryDataSource
 from thresher.sources.protocol import (
     DEFAULT_READS_IN_FLIGHT,
@@ -31,6 +32,7 @@ __all__ = [
     "InMemoryDataSource",
     "RandomAccessDataSource",
     "RangeDataSource",
+    "TFRecordSource",
     "read_many",
     "suggested_reads_in_flight",
     "supports_batched_reads",

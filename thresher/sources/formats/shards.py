@@ -65,9 +65,9 @@ def shard_version(path: str) -> str:
     return str(os.stat(path).st_mtime_ns)
 
 
-def _local(pattern: str) -> list[Shard]:
+def _local(pattern: str, literal: bool) -> list[Shard]:
     path = os.path.expanduser(local_path(pattern))
-    if glob.has_magic(path):
+    if not literal and glob.has_magic(path):
         found = sorted(p for p in glob.glob(path) if os.path.isfile(p))
         if not found:
             raise SourceNotFoundError(f"the pattern {pattern!r} matches no file")
@@ -87,8 +87,10 @@ def _local(pattern: str) -> list[Shard]:
 
 def list_shards(patterns: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                 storage_options: Mapping[str, Any] | None = None, *,
-                what: str = "shard") -> list[Shard]:
+                what: str = "shard", literal: bool = False) -> list[Shard]:
     """The shards ``patterns`` name, in the order given (each glob sorted), with sizes and versions.
+
+    ``literal``: the patterns are file names (local ones are not expanded).
 
     Example:
         >>> import os, tempfile
@@ -101,11 +103,11 @@ def list_shards(patterns: str | os.PathLike[str] | Sequence[str | os.PathLike[st
     items = [patterns] if isinstance(patterns, (str, os.PathLike)) else list(patterns)
     if not items:
         raise ConfigError(f"no {what} files given")
-    expanded = [s for p in items for s in expand_braces(os.fspath(p))]
+    expanded = [os.fspath(p) for p in items] if literal else [s for p in items for s in expand_braces(os.fspath(p))]
     urls = [p for p in expanded if is_url(p)]
     if urls and len(urls) != len(expanded):
         raise ConfigError(f"{what} patterns mix URLs and local paths: {expanded[:4]}")
-    shards = expand(urls, storage_options) if urls else [s for p in expanded for s in _local(p)]
+    shards = expand(urls, storage_options) if urls else [s for p in expanded for s in _local(p, literal)]
     seen: set[str] = set()
     for s in shards:
         if s.url in seen:
