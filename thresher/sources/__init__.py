@@ -10,6 +10,7 @@ from thresher.sources.array_record import ArrayRecordSource
 from thresher.sources.array_record_writer import ArrayRecordWriter, write_array_record
 from thresher.sources.formats.image_folder import ImageFolderSource
 from thresher.sources.formats.tfrecord import TFRecordSource
+from thresher.sources.formats.webdataset import WebDatasetSource
 from thresher.sources.in_memory import InMemoryDataSource
 from thresher.sources.protocol import (
     DEFAULT_READS_IN_FLIGHT,
@@ -33,6 +34,7 @@ __all__ = [
     "RandomAccessDataSource",
     "RangeDataSource",
     "TFRecordSource",
+    "WebDatasetSource",
     "read_many",
     "suggested_reads_in_flight",
     "supports_batched_reads",
