@@ -28,9 +28,9 @@ from thresher.errors import ConfigError, IncompatibleStateError
 from thresher.forensics.explain_packed import explain_packed
 from thresher.forensics.ledger_steps import steps_at
 from thresher.forensics.provenance import PackedSegments, StepProvenance, provenance
-from thresher.forensics.steps import StepGeometry, data_dependent_reason, step_geometry
 from thresher.loader.skips import SkipRanges
 from thresher.loader.state_types import LoaderState
+from thresher.loader.steps import StepGeometry, data_dependent_reason, step_geometry
 
 __all__ = ["PackedSegments", "StepProvenance", "explain"]
 

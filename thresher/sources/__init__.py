@@ -6,8 +6,8 @@ Example:
     5
 """
 
-from thresher.sources.array_record import ArrayRecordSource
-from thresher.sources.array_record_writer import ArrayRecordWriter, write_array_record
+from thresher.sources.formats.array_record.source import ArrayRecordSource
+from thresher.sources.formats.array_record.writer import ArrayRecordWriter, write_array_record
 from thresher.sources.formats.image_folder import ImageFolderSource
 from thresher.sources.formats.tfrecord import TFRecordSource
 from thresher.sources.formats.webdataset import WebDatasetSource

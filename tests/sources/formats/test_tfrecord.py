@@ -23,7 +23,7 @@ from thresher.errors import CorruptSourceError, SourceError
 from thresher.sources.formats.index_cache import index_paths
 from thresher.sources.formats.shards import list_shards
 from thresher.sources.formats.tfrecord.framing import frame_record, read_records
-from thresher.sources.tfds.convert import convert
+from thresher.sources.formats.tfds.convert import convert
 
 _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

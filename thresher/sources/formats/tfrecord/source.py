@@ -50,7 +50,7 @@ class TFRecordSource:
     A read checks the record's header and both CRCs again, so bytes returned are
     verified. Worker processes get the shard list only and load the cached indexes.
     Records are serialized protos: decode ``tf.train.Example`` ones with
-    :func:`thresher.sources.tfds.wire.parse_example`, or read a TFDS directory with
+    :func:`thresher.sources.formats.tfds.wire.parse_example`, or read a TFDS directory with
     ``thresher.data_source`` (it uses this source for tfrecord datasets).
     """
 
