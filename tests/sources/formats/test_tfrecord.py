@@ -22,8 +22,8 @@ from tests.sources.tfds.expected import DATA, assert_same, load
 from thresher.errors import CorruptSourceError, SourceError
 from thresher.sources.formats.index_cache import index_paths
 from thresher.sources.formats.shards import list_shards
-from thresher.sources.formats.tfrecord.framing import frame_record, read_records
 from thresher.sources.formats.tfds.convert import convert
+from thresher.sources.formats.tfrecord.framing import frame_record, read_records
 
 _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

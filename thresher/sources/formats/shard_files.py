@@ -113,9 +113,12 @@ class ShardFiles:
                 raise describe_error(e, self.shards[ranges[0][0]].url,
                                      f"reading {len(ranges)} byte ranges") from e
         else:
+            fds = {}
             for i in {i for i, _, _ in ranges}:
                 self._check_fd(i)
-            out = [os.pread(self._fd(i), end - start, start) for i, start, end in ranges]
+                fds[i] = self._fd(i)
+            pread = os.pread
+            out = [pread(fds[i], end - start, start) for i, start, end in ranges]
         for (i, start, end), data in zip(ranges, out, strict=True):
             if isinstance(data, BaseException):
                 raise describe_error(data, self.shards[i].url, f"reading bytes [{start}, {end})")

@@ -6,7 +6,7 @@ Example:
     'tfrecord'
 """
 
-from thresher.sources.formats.tfrecord.index import INDEX_KIND, INDEX_VERSION, check_record, scan_offsets
+from thresher.sources.formats.tfrecord.index import INDEX_KIND, INDEX_VERSION, check_record, check_records, scan_offsets
 from thresher.sources.formats.tfrecord.source import TFRecordSource
 
-__all__ = ["INDEX_KIND", "INDEX_VERSION", "TFRecordSource", "check_record", "scan_offsets"]
+__all__ = ["INDEX_KIND", "INDEX_VERSION", "TFRecordSource", "check_record", "check_records", "scan_offsets"]

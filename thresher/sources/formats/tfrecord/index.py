@@ -24,13 +24,14 @@ from typing import IO
 import numpy as np
 
 from thresher.errors import CorruptSourceError
-from thresher.sources.formats.tfrecord.framing import masked_crc
+from thresher.sources.formats.tfrecord.framing import crc32c_function, mask
 
-__all__ = ["INDEX_KIND", "INDEX_VERSION", "check_record", "scan_offsets"]
+__all__ = ["INDEX_KIND", "INDEX_VERSION", "check_record", "check_records", "scan_offsets"]
 
 INDEX_KIND = "tfrecord"
 INDEX_VERSION = 1
 _HEAD = struct.Struct("<QI")
+_TAIL = struct.Struct("<I")
 _BLOCK = 8 << 20
 
 
@@ -47,6 +48,7 @@ def _not_tfrecord(name: str, offset: int, head: bytes) -> CorruptSourceError:
 def scan_offsets(f: IO[bytes], size: int, name: str) -> np.ndarray:
     """The header offset of every record of ``f`` (``size`` bytes), checking lengths and CRCs."""
     offsets: list[int] = []
+    crc = crc32c_function()
     buf = b""
     base = 0  # file offset of buf[0]
     pos = 0  # position in buf of the next record
@@ -59,7 +61,7 @@ def scan_offsets(f: IO[bytes], size: int, name: str) -> np.ndarray:
             raise CorruptSourceError(f"{name} is truncated: it ends inside the header of record "
                                      f"{len(offsets)} at byte {offset} (the file was cut short)")
         length, head_crc = _HEAD.unpack(head)
-        if masked_crc(head[:8]) != head_crc:
+        if mask(crc(head[:8])) != head_crc:
             raise _not_tfrecord(name, offset, head)
         end = pos + _HEAD.size + length + 4
         if offset + _HEAD.size + length + 4 > size:
@@ -71,8 +73,7 @@ def scan_offsets(f: IO[bytes], size: int, name: str) -> np.ndarray:
             if len(buf) < end:
                 raise CorruptSourceError(f"{name}: record {len(offsets)} at byte {offset} could not be "
                                          "read whole (the file shrank while it was indexed)")
-        data = buf[pos + _HEAD.size:end - 4]
-        if masked_crc(data) != struct.unpack_from("<I", buf, end - 4)[0]:
+        if mask(crc(buf[pos + _HEAD.size:end - 4])) != _TAIL.unpack_from(buf, end - 4)[0]:
             raise CorruptSourceError(f"{name}: record {len(offsets)} at byte {offset} has a bad data "
                                      "checksum: the file is corrupt")
         offsets.append(offset)
@@ -82,15 +83,26 @@ def scan_offsets(f: IO[bytes], size: int, name: str) -> np.ndarray:
 
 def check_record(blob: bytes, name: str, index: int, offset: int) -> bytes:
     """The data of a framed record read at ``offset``, after checking its length and both CRCs."""
-    length = len(blob) - 16
-    head = blob[:_HEAD.size]
-    got_length, head_crc = _HEAD.unpack(head) if len(head) == _HEAD.size else (-1, 0)
-    if got_length != length or masked_crc(head[:8]) != head_crc:
-        raise CorruptSourceError(
-            f"{name}: record {index} at byte {offset} is not where its index says (the file changed "
-            "after it was indexed, or is corrupt); make the source again to rebuild the index")
-    data = blob[_HEAD.size:-4]
-    if masked_crc(data) != struct.unpack_from("<I", blob, len(blob) - 4)[0]:
-        raise CorruptSourceError(f"{name}: record {index} at byte {offset} has a bad data checksum: "
-                                 "the file is corrupt")
-    return data
+    return check_records([blob], [name], [index], [offset])[0]
+
+
+def check_records(blobs: list[bytes], names: list[str], indexes: list[int], offsets: list[int]) -> list[bytes]:
+    """:func:`check_record` for many records (one loop, the CRC function looked up once)."""
+    crc = crc32c_function()
+    head, tail = _HEAD.unpack_from, _TAIL.unpack_from
+    out = []
+    for i, blob in enumerate(blobs):
+        n = len(blob)
+        length, head_crc = head(blob, 0) if n >= 16 else (-1, 0)
+        c = crc(blob[:8])
+        if length != n - 16 or (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF != head_crc:
+            raise CorruptSourceError(
+                f"{names[i]}: record {indexes[i]} at byte {offsets[i]} is not where its index says (the file "
+                "changed after it was indexed, or is corrupt); make the source again to rebuild the index")
+        data = blob[12:n - 4]
+        c = crc(data)
+        if (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF != tail(blob, n - 4)[0]:
+            raise CorruptSourceError(f"{names[i]}: record {indexes[i]} at byte {offsets[i]} has a bad data "
+                                     "checksum: the file is corrupt")
+        out.append(data)
+    return out

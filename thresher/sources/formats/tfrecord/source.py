@@ -26,7 +26,7 @@ import numpy as np
 from thresher.sources.formats.index_cache import load_or_build
 from thresher.sources.formats.shard_files import ShardFiles
 from thresher.sources.formats.shards import Shard, list_shards
-from thresher.sources.formats.tfrecord.index import INDEX_KIND, INDEX_VERSION, check_record, scan_offsets
+from thresher.sources.formats.tfrecord.index import INDEX_KIND, INDEX_VERSION, check_records, scan_offsets
 from thresher.sources.protocol import check_key, check_keys
 
 __all__ = ["TFRecordSource"]
@@ -69,10 +69,13 @@ class TFRecordSource:
 
     def _open(self, shards: list[Shard], storage_options: Mapping[str, Any] | None) -> None:
         self._files = ShardFiles(shards, storage_options)
+        self._paths = [s.url for s in shards]
         self._offsets = [self._index(i) for i in range(len(shards))]
         counts = [len(o) for o in self._offsets]
         self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
-        self._ends = [np.append(o[1:], s.size) if len(o) else o for o, s in zip(self._offsets, shards, strict=True)]
+        ends = [np.append(o[1:], s.size) if len(o) else o for o, s in zip(self._offsets, shards, strict=True)]
+        self._all_offsets = np.concatenate([np.zeros(0, np.int64), *self._offsets]).astype(np.int64)
+        self._all_ends = np.concatenate([np.zeros(0, np.int64), *ends]).astype(np.int64)
         if self._files.remote:
             self.suggested_reads_in_flight = _REMOTE_READS_IN_FLIGHT
 
@@ -96,7 +99,7 @@ class TFRecordSource:
     @property
     def paths(self) -> list[str]:
         """The files, in key order."""
-        return [s.url for s in self._files.shards]
+        return list(self._paths)
 
     @property
     def file_lengths(self) -> list[int]:
@@ -128,12 +131,11 @@ class TFRecordSource:
     def __getitems__(self, record_keys: Sequence[int]) -> list[bytes]:
         keys = check_keys(record_keys, len(self), repr(self))
         files, local = self._locate(keys)
-        ranges = []
-        for f, j in zip(files.tolist(), local.tolist(), strict=True):
-            ranges.append((f, int(self._offsets[f][j]), int(self._ends[f][j])))
+        file_list, starts = files.tolist(), self._all_offsets[keys].tolist()
+        ranges = list(zip(file_list, starts, self._all_ends[keys].tolist(), strict=True))
         blobs = self._files.read_many(ranges)
-        return [check_record(b, self._files.name(f), j, start)
-                for b, (f, start, _), j in zip(blobs, ranges, local.tolist(), strict=True)]
+        names = self._paths
+        return check_records(blobs, [names[f] for f in file_list], local.tolist(), starts)
 
     # What a TFDS split source asks of its shards' reader (thresher.sources.sharded_records).
     lookahead_records = 0
