@@ -158,7 +158,12 @@ def test_engine_promises(tmp_path: str) -> None:
     for s in range(3):
         _vision_shard(os.path.join(d, f"shard-{s:06d}.tar"), 4 + s, start=10 * s)
     args = {"urls": os.path.join(d, "shard-{000000..000002}.tar")}
+    src = th.sources.WebDatasetSource(**args)
+    index = os.path.join(d, ".thresher-index", "shard-000001.tar.wds.npz")
+    built = os.stat(index).st_mtime_ns
     check_worker_counts("webdataset", args)
+    assert os.stat(index).st_mtime_ns == built  # workers loaded the index, none rebuilt it
+    assert len(src) == 4 + 5 + 6
     check_worker_counts("webdataset", {**args, "decode": True})
     check_fresh_resume("webdataset", args, stop=3)
     check_small_pickle(th.sources.WebDatasetSource(**args), limit=1500)
