@@ -111,7 +111,7 @@ def test_prepare_from_jsonl_with_image_paths(tmp_path):
     assert f["tokens"] == th.features.Tensor((None,), "int64")
     assert f["vec"] == th.features.Tensor((1, 2), "float64")
     assert f["meta"]["ok"] == th.features.Scalar("bool")
-    assert f["pic"] == th.features.Image((None, None, 1), encoding="png")
+    assert f["pic"] == th.features.Image((None, None, 1), encoding="original")
     ex = th.data_source(out, split="train")[2]
     assert ex["tokens"].tolist() == [0, 1, 2] and ex["meta"]["ok"] and ex["pic"].shape == (3, 3, 1)
 

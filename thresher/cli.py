@@ -82,8 +82,13 @@ def _tfds_info(b: Any, as_json: bool) -> None:
     if info.description:
         print(info.description)
     formats = ", ".join((info.file_format, *info.alternative_file_formats))
-    print(f"format: written by TensorFlow Datasets, shards: {formats}"
-          + ("" if info.has_array_record else " (run `thresher convert` for random access)"))
+    if info.has_array_record:
+        note = ""
+    elif info.file_format == "tfrecord":
+        note = " (read in place through cached offset indexes; `thresher convert` makes an ArrayRecord copy)"
+    else:
+        note = " (run `thresher convert` for random access)"
+    print(f"format: written by TensorFlow Datasets, shards: {formats}{note}")
     _print_splits(info)
     print("features:")
     print("\n".join(_feature_lines(info.features)))
@@ -206,8 +211,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="treat this column/array as a class label (repeatable)")
     prep.add_argument("--image", action="append", default=[], metavar="KEY",
                       help="treat this array (or table column of file paths) as an image")
-    prep.add_argument("--image-encoding", choices=["png", "jpeg", "none"],
-                      help="how images are stored (default: png from files, none from arrays)")
+    prep.add_argument("--image-encoding", choices=["original", "png", "jpeg", "none"],
+                      help="how images are stored (default: original from files, i.e. their bytes as "
+                           "they are; none from arrays); png/jpeg re-encode")
     prep.add_argument("--channels", type=int, choices=[1, 3, 4], default=3,
                       help="channels of images read from files (default 3)")
     prep.add_argument("--num-shards", type=int,

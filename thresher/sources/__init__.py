@@ -8,6 +8,9 @@ Example:
 
 from thresher.sources.formats.array_record.source import ArrayRecordSource
 from thresher.sources.formats.array_record.writer import ArrayRecordWriter, write_array_record
+from thresher.sources.formats.image_folder import ImageFolderSource
+from thresher.sources.formats.tfrecord import TFRecordSource
+from thresher.sources.formats.webdataset import WebDatasetSource
 from thresher.sources.in_memory import InMemoryDataSource
 from thresher.sources.protocol import (
     DEFAULT_READS_IN_FLIGHT,
@@ -26,9 +29,12 @@ __all__ = [
     "ArrayRecordWriter",
     "BatchedDataSource",
     "ConcurrentReadsSource",
+    "ImageFolderSource",
     "InMemoryDataSource",
     "RandomAccessDataSource",
     "RangeDataSource",
+    "TFRecordSource",
+    "WebDatasetSource",
     "read_many",
     "suggested_reads_in_flight",
     "supports_batched_reads",

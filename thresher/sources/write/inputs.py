@@ -254,7 +254,7 @@ def _table_features(splits: Mapping[str, list[dict[str, Any]]], class_labels: se
     for key in sorted(images):
         if not all(isinstance(r.get(key), str) for r in rows):
             raise ConfigError(f"image column {key!r} must hold file paths")
-        features[key] = Image((None, None, channels), encoding=encoding or "png")
+        features[key] = Image((None, None, channels), encoding=encoding or "original")
     return features
 
 
@@ -282,8 +282,9 @@ def load_inputs(
         splits: ``{split name: [input, ...]}`` (see the module doc for input kinds). All
             splits must use the same kind of input.
         class_labels, images: columns/arrays to treat as class labels / images.
-        image_encoding: ``'png'``, ``'jpeg'`` or ``'none'`` (default: ``'png'`` for files,
-            ``'none'`` for arrays).
+        image_encoding: ``'original'``, ``'png'``, ``'jpeg'`` or ``'none'`` (default:
+            ``'original'`` for files: their bytes are kept as they are, a JPEG stays the
+            same JPEG; ``'none'`` for arrays).
         channels: channels of images read from files (1, 3 or 4).
     """
     if not splits:
@@ -304,7 +305,7 @@ def load_inputs(
             raise ConfigError("give one image folder per split")
         scans = {name: _scan_folder(items[0]) for name, items in splits.items()}
         names = sorted({c for scan in scans.values() for _, c, _ in scan})
-        features = {"image": Image((None, None, channels), encoding=image_encoding or "png"),
+        features = {"image": Image((None, None, channels), encoding=image_encoding or "original"),
                     "label": ClassLabel(names=names), "filename": Text()}
         examples = {name: [{"image": p, "label": c, "filename": rel} for p, c, rel in scan]
                     for name, scan in scans.items()}

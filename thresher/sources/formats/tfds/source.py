@@ -34,7 +34,8 @@ def _basename(path: str) -> str:
 
 
 class TfdsSource(ShardedRecords):
-    """Decoded records of one split expression of a TFDS dataset (array_record shards).
+    """Decoded records of one split expression of a TFDS dataset (array_record shards, or
+    tfrecord shards read in place through their cached offset indexes).
 
     Made by ``thresher.data_source(tfds_dir, split=...)``; see :func:`thresher.builder`.
     """
@@ -83,7 +84,7 @@ class TfdsSource(ShardedRecords):
         self._paths = files
         self._open_shards(files, lengths, storage_options, read_options, lambda path, want, got: (
             f"shard {path!r} has {got} records but dataset_info.json says {want}: "
-            "the shard is truncated or belongs to another dataset"))
+            "the shard is truncated or belongs to another dataset"), tfrecord=not info.has_array_record)
         self._bases = np.asarray(bases, dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(takes, dtype=np.int64)])
         self._len = int(self._starts[-1])
