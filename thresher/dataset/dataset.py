@@ -311,7 +311,7 @@ class Dataset:
         return self._then(lambda at: N.Shard(at=at, options=options))
 
     def prefetch(self, worker_count: int = 0, buffer: int = 2, worker_mode: WorkerMode = "process",
-                 worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S, warm_start: bool = True) -> Dataset:
+                 worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S, warm_start: bool = False) -> Dataset:
         """Computes ahead in ``worker_count`` processes (``worker_mode="thread"``: threads),
         ``buffer`` chunks each. It changes speed only, never the elements; it applies to
         the whole pipeline (a mix or interleave component's own prefetch is ignored).

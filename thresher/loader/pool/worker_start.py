@@ -17,8 +17,11 @@ preloaded (``multiprocessing.set_forkserver_preload``).
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import sys
+import types
+from collections import ChainMap
 from dataclasses import replace
 from typing import Any
 
@@ -29,7 +32,7 @@ from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.pool.stacking import stacks, worker_stages
 from thresher.loader.pool.worker_main import WorkerSpec
 
-__all__ = ["context", "make_worker_spec", "preload_in_workers", "preload_modules", "prestart",
+__all__ = ["context", "dumps", "make_worker_spec", "preload_in_workers", "preload_modules", "prestart",
            "start_method"]
 
 _PRELOAD = "thresher.loader.pool.worker_main"
@@ -117,6 +120,45 @@ def prestart() -> None:
         forkserver.ensure_running()
 
 
+_DYNAMIC = "<dynamic-code>"  # the file name cloudpickle gives the code it pickles by value
+
+
+def _code_reduce(code: types.CodeType) -> Any:
+    """cloudpickle's reduction of a code object, with the code's own file name kept.
+
+    cloudpickle (>= 3.1) names every function it pickles by value (those of ``__main__``)
+    ``<dynamic-code>``, so a worker's traceback could not say where the user's function
+    is; with the real name it shows the file, the line and (read from the file) the source.
+    """
+    func, args = _CLOUDPICKLE_CODE(code)
+    return func, tuple(code.co_filename if a == _DYNAMIC else a for a in args)
+
+
+_CLOUDPICKLE_CODE = cloudpickle.Pickler.dispatch_table.get(types.CodeType)
+
+
+class _Pickler(cloudpickle.Pickler):
+    """cloudpickle, keeping the file names of the code it pickles by value (see ``_code_reduce``)."""
+
+    if _CLOUDPICKLE_CODE is not None:
+        dispatch_table = ChainMap({types.CodeType: _code_reduce}, cloudpickle.Pickler.dispatch_table)
+
+
+def dumps(obj: Any) -> bytes:
+    """``cloudpickle.dumps``, keeping the file names of functions pickled by value (``__main__``'s).
+
+    Example:
+        >>> import pickle
+        >>> from thresher.loader.pool.worker_start import dumps
+        >>> f = pickle.loads(dumps(lambda x: x + 1))
+        >>> f(1), f.__code__.co_filename != "<dynamic-code>"
+        (2, True)
+    """
+    buffer = io.BytesIO()
+    _Pickler(buffer, protocol=cloudpickle.DEFAULT_PROTOCOL).dump(obj)
+    return buffer.getvalue()
+
+
 def _pickle_or_none(obj: Any) -> Exception | None:
     try:
         cloudpickle.dumps(obj)
@@ -163,7 +205,7 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
     shipped = ChunkProcessor(processor.source, processor.sampler, replace(plan, batch_ops=()),
                              skip_errors=processor.skip_errors, exclusions=processor.exclusions)
     try:
-        payload = cloudpickle.dumps(shipped)
+        payload = dumps(shipped)
     except Exception as e:
         raise ConfigError(
             f"{_unpicklable_part(shipped)} cannot be sent to worker processes: "
