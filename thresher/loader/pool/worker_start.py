@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import multiprocessing
+import os
 import sys
 import types
 from collections import ChainMap
@@ -36,6 +37,7 @@ __all__ = ["context", "dumps", "make_worker_spec", "preload_in_workers", "preloa
            "start_method"]
 
 _PRELOAD = "thresher.loader.pool.worker_main"
+_MAIN_PRELOAD = "thresher.loader.pool.main_preload"  # the main module, imported once (see main_preload)
 
 
 def start_method() -> str:
@@ -60,11 +62,11 @@ def preload_modules() -> list[str]:
 
     Example:
         >>> from thresher.loader.pool.worker_start import preload_modules
-        >>> preload_modules()[:2]
-        ['__main__', 'thresher.loader.pool.worker_main']
+        >>> preload_modules()[:3]
+        ['__main__', 'thresher.loader.pool.main_preload', 'thresher.loader.pool.worker_main']
     """
     jax = ["jax"] if "jax" in sys.modules else []
-    return ["__main__", _PRELOAD, *jax, *(m for m in _Preload.extra if m not in jax)]
+    return ["__main__", _MAIN_PRELOAD, _PRELOAD, *jax, *(m for m in _Preload.extra if m not in jax)]
 
 
 class _Preload:
@@ -111,13 +113,27 @@ def context() -> Any:
 def prestart() -> None:
     """Starts the fork server now, so that the first iterator's workers start sooner.
 
-    The server imports thresher while the caller goes on (builds its model, ...).
+    The server imports thresher, and the main module (see main_preload), while the caller
+    goes on (builds its model, ...).
     """
     context()
     if start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        forkserver.ensure_running()
+        from thresher.loader.pool import main_preload
+
+        main = sys.modules.get("__main__")
+        name = getattr(getattr(main, "__spec__", None), "name", None)
+        path = getattr(main, "__file__", None)
+        var, value = (main_preload.ENV_NAME, name) if name else (main_preload.ENV_PATH, path)
+        if not isinstance(value, str) or os.environ.get(var) is not None:
+            forkserver.ensure_running()
+            return
+        os.environ[var] = f"{os.getpid()}:{os.path.abspath(value) if var == main_preload.ENV_PATH else value}"
+        try:  # the server, if it starts now, inherits it (and takes it out of its own environment)
+            forkserver.ensure_running()
+        finally:
+            os.environ.pop(var, None)
 
 
 _DYNAMIC = "<dynamic-code>"  # the file name cloudpickle gives the code it pickles by value

@@ -90,6 +90,7 @@ class _Pool:
         why = unimportable_main()
         if why is not None:
             raise WorkerError(f"thresher cannot start worker processes: {why}")
+        prestart()  # the fork server, with the main module preloaded (see main_preload), if not yet there
         ctx = context()
         self.count = count
         self.asked = count if asked is None else asked
