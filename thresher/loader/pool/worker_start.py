@@ -3,16 +3,17 @@
 Workers are started with the ``forkserver`` method (``spawn`` where there is none),
 never with a bare ``fork``: forking a process that runs JAX's threads can deadlock.
 The fork server is a small single-threaded process started once per interpreter
-(when the first workers start, or by ``prestart()``) with thresher's worker module
-preloaded, and jax when the main process has imported it: thresher sets
+(in the background when the first DataLoader with worker processes is constructed, or
+by ``prestart()``) with the main module (see main_preload), thresher's worker module
+and jax when the main process has imported it preloaded: thresher sets
 multiprocessing's forkserver preload list through its public API; name modules of
 your own with ``preload_in_workers``.
 Later iterators (next epoch, set_state) then start their workers in milliseconds.
 
-As with any multiprocessing code, each worker runs the main module's top level
-again (as ``__mp_main__``): keep the training loop under ``if __name__ ==
-"__main__":``; heavy imports there slow the start of the workers unless they are
-preloaded (``multiprocessing.set_forkserver_preload``).
+As with any multiprocessing code, the main module's top level runs again (as
+``__mp_main__``), here once, in the fork server, and the workers forked from it have
+it (its ``import torch`` and ``import jax`` included): keep the training loop under
+``if __name__ == "__main__":`` (without it the first iteration is an error).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ class _Preload:
 def preload_in_workers(modules: list[str]) -> None:
     """Imports ``modules`` in the fork server, once, instead of in every worker.
 
-    Call it before the first DataLoader with workers starts them; only for modules
+    Call it before the first DataLoader with worker processes is constructed (it starts
+    the fork server); only for modules
     whose import starts no threads. (thresher sets multiprocessing's forkserver
     preload list itself, so name your modules here rather than in
     ``multiprocessing.set_forkserver_preload``.)
