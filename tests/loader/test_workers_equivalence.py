@@ -4,8 +4,8 @@ across W and across processes and threads."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import mmap
+import multiprocessing
 import os
 import subprocess
 import sys

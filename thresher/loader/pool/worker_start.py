@@ -4,16 +4,16 @@ Workers are started with the ``forkserver`` method (``spawn`` where there is non
 never with a bare ``fork``: forking a process that runs JAX's threads can deadlock.
 The fork server is a small single-threaded process started once per interpreter
 (in the background when the first DataLoader with worker processes is constructed, or
-by ``prestart()``) with the main module (see main_preload), thresher's worker module
-and jax when the main process has imported it preloaded: thresher sets
-multiprocessing's forkserver preload list through its public API; name modules of
-your own with ``preload_in_workers``.
-Later iterators (next epoch, set_state) then start their workers in milliseconds.
+by ``prestart()``) with thresher's worker module preloaded (and jax when a pipeline
+refers to it): thresher sets multiprocessing's forkserver preload list through its
+public API; name modules of your own with ``preload_in_workers``. Workers (the first
+iterator's, the next epoch's, a set_state's) are forked from it in milliseconds.
 
-As with any multiprocessing code, the main module's top level runs again (as
-``__mp_main__``), here once, in the fork server, and the workers forked from it have
-it (its ``import torch`` and ``import jax`` included): keep the training loop under
-``if __name__ == "__main__":`` (without it the first iteration is an error).
+The main module is not run again in the server or the workers unless something looks
+a name up in it (see main_preload): the pipeline is shipped by value, so a script's
+``import torch`` and ``import jax`` cost no worker anything. Keep the training loop
+under ``if __name__ == "__main__":`` all the same, as with any multiprocessing code
+(without it the first iteration is an error).
 """
 
 from __future__ import annotations
@@ -55,19 +55,18 @@ def start_method() -> str:
 def preload_modules() -> list[str]:
     """The modules the fork server imports before it forks workers.
 
-    The main module (as multiprocessing does by default), thresher's worker module,
-    jax when this process uses it (each worker runs the main module again, and a
-    script's ``import jax`` would otherwise cost every worker about a second; its
-    import starts no thread, so the fork server stays safe to fork), and the modules
-    given to :func:`preload_in_workers`.
+    The main module (as multiprocessing does by default; run lazily, see main_preload),
+    thresher's worker module, and the modules given to :func:`preload_in_workers` (jax
+    among them when a pipeline shipped to workers refers to it: its import starts no
+    thread, so the fork server stays safe to fork, and it would otherwise cost every
+    worker about a second).
 
     Example:
         >>> from thresher.loader.pool.worker_start import preload_modules
         >>> preload_modules()[:3]
         ['__main__', 'thresher.loader.pool.main_preload', 'thresher.loader.pool.worker_main']
     """
-    jax = ["jax"] if "jax" in sys.modules else []
-    return ["__main__", _MAIN_PRELOAD, _PRELOAD, *jax, *(m for m in _Preload.extra if m not in jax)]
+    return ["__main__", _MAIN_PRELOAD, _PRELOAD, *_Preload.extra]
 
 
 class _Preload:
@@ -233,6 +232,8 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
             "locks, open files, clients and the like lazily inside the operation, or use "
             "worker_count=0"
         ) from e
+    if b"jax" in payload and "jax" in sys.modules:  # the workers will import it: once, in the fork server
+        preload_in_workers(["jax"])
     stack = stacks(plan, chunk_size, excluded=processor.exclusions is not None)
     return WorkerSpec(payload, stack, "[" + ", ".join(plan.descriptions) + "]",
                       worker_stages(processor.stages, stack))
