@@ -47,31 +47,84 @@ def _top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     return out
 
 
-def import_graph() -> dict[str, set[str]]:
-    """module -> the thresher modules its import runs (the deepest module each import names)."""
+def _every_import(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement: module level, inside functions and under TYPE_CHECKING."""
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def all_imports(include_functions: bool = True) -> list[tuple[str, str, int]]:
+    """(module, imported thresher module, line) for each import of each module (the deepest
+    module each import names); with ``include_functions`` also those inside functions and
+    under TYPE_CHECKING."""
     modules = set(all_thresher_modules())
-    graph: dict[str, set[str]] = {}
+    out: list[tuple[str, str, int]] = []
     for path in PACKAGE.rglob("*.py"):
         name = _module_name(path)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        edges: set[str] = set()
-        for node in _top_level_imports(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        nodes = _every_import(tree) if include_functions else _top_level_imports(tree)
+        for node in nodes:
+            targets: set[str] = set()
             if isinstance(node, ast.Import):
-                edges.update(a.name for a in node.names if a.name in modules)
-                continue
-            base = node.module or ""
-            if node.level:
-                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                base = f"{parent}.{base}" if base else parent
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                if sub in modules:
-                    edges.add(sub)
-                elif base in modules:
-                    edges.add(base)
-        edges.discard(name)
-        graph[name] = edges
+                targets.update(a.name for a in node.names if a.name in modules)
+            else:
+                base = node.module or ""
+                if node.level:
+                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{parent}.{base}" if base else parent
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    if sub in modules:
+                        targets.add(sub)
+                    elif base in modules:
+                        targets.add(base)
+            out.extend((name, target, node.lineno) for target in sorted(targets) if target != name)
+    return out
+
+
+def import_graph(include_functions: bool = False) -> dict[str, set[str]]:
+    """module -> the thresher modules it imports (module level only unless ``include_functions``)."""
+    graph: dict[str, set[str]] = {m: set() for m in all_thresher_modules()}
+    for module, target, _ in all_imports(include_functions):
+        graph[module].add(target)
     return graph
+
+
+#: The three layers (docs/architecture.md). A module belongs to the longest prefix listed.
+ENGINE, STORAGE, FRONT_END = 1, 2, 3
+LAYERS: dict[str, int] = {
+    "thresher.errors": ENGINE,
+    "thresher._validate": ENGINE,
+    "thresher.randomness": ENGINE,
+    "thresher.samplers": ENGINE,
+    "thresher.transforms": ENGINE,
+    "thresher.loader": ENGINE,
+    "thresher.sources.protocol": ENGINE,
+    "thresher.sources.range": ENGINE,
+    "thresher.sources.in_memory": ENGINE,
+    "thresher.sources": STORAGE,
+    "thresher.splits": STORAGE,
+    "thresher.features": STORAGE,
+    "thresher.dataset": FRONT_END,
+    "thresher.grain": FRONT_END,
+    "thresher.jax": FRONT_END,
+    "thresher.forensics": FRONT_END,
+    "thresher.display": FRONT_END,
+    "thresher.vision": FRONT_END,
+    "thresher.demo": FRONT_END,
+    "thresher.beam": FRONT_END,
+    "thresher.cli": FRONT_END,
+    "thresher.__main__": FRONT_END,
+    "thresher": FRONT_END,
+}
+#: Package ``__init__`` modules that re-export their subpackages' public names (``thresher.sources``
+#: exports the engine's sources beside the formats): they may import what they re-export.
+REEXPORTS = {"thresher", "thresher.sources"}
+
+
+def layer(module: str) -> int:
+    best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    return LAYERS[best]
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -110,6 +163,37 @@ def test_module_level_imports_have_no_cycle() -> None:
     graph = import_graph()
     assert "thresher.loader.engine" in graph["thresher.loader.data_loader"]
     assert find_cycle(graph) is None
+
+
+def test_no_circle_counting_imports_inside_functions() -> None:
+    """Imports inside functions and under TYPE_CHECKING count: a circle kept alive by a lazy
+    import is still a circle."""
+    graph = import_graph(include_functions=True)
+    assert "thresher.sources.write.beam" in graph["thresher.sources.write.prepare"]  # a lazy import, seen
+    assert find_cycle(graph) is None
+
+
+def test_every_module_has_a_layer() -> None:
+    assert layer("thresher.loader.pool.workers") == ENGINE
+    assert layer("thresher.sources.range") == ENGINE
+    assert layer("thresher.sources.formats.tfds.reader") == STORAGE
+    assert layer("thresher.dataset.mix") == FRONT_END
+
+
+def test_no_import_runs_upward() -> None:
+    """engine <- storage <- front ends: no module imports a layer above its own, counting imports
+    inside functions."""
+    upward = [f"{module} imports {target} (line {line})"
+              for module, target, line in all_imports(include_functions=True)
+              if module not in REEXPORTS and layer(target) > layer(module)]
+    assert upward == []
+
+
+def test_the_package_root_holds_little() -> None:
+    """The root keeps the public names, the errors, the command and the shared checks; every other
+    module lives in a room of its layer (``thresher.beam`` is the public path of the Beam writer)."""
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py", "_validate.py", "beam.py", "cli.py", "errors.py"]
 
 
 def test_keyed_randomness_is_a_leaf() -> None:

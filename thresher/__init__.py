@@ -30,7 +30,7 @@ from thresher.samplers import (
     ShardOptions,
 )
 from thresher.sources.directory import builder, data_source
-from thresher.sources.prepared import prepare
+from thresher.sources.write.prepare import prepare
 from thresher.splits import ReadInstruction, even_splits, split_for_jax_process
 from thresher.transforms import (
     Batch,

@@ -45,7 +45,7 @@ def _fmt_size(n: int) -> str:
 
 def _feature_lines(feature: Any, indent: str = "  ") -> list[str]:
     from thresher.features import FeaturesDict
-    from thresher.sources.tfds.features import FeaturesDict as TfdsFeaturesDict
+    from thresher.sources.formats.tfds.features import FeaturesDict as TfdsFeaturesDict
 
     dicts = (FeaturesDict, TfdsFeaturesDict)
     if not isinstance(feature, dicts):
@@ -104,7 +104,7 @@ def _prepared_info(b: Any, as_json: bool) -> None:
 
 def _info(args: argparse.Namespace) -> int:
     from thresher.sources.directory import builder
-    from thresher.sources.tfds import TfdsBuilder
+    from thresher.sources.formats.tfds import TfdsBuilder
 
     b = builder(args.path)
     if isinstance(b, TfdsBuilder):
@@ -120,8 +120,8 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from thresher.sources.prepared import prepare
-    from thresher.sources.prepared.convert import load_inputs
+    from thresher.sources.write.inputs import load_inputs
+    from thresher.sources.write.prepare import prepare
 
     splits: dict[str, list[str]] = {}
     for name, *inputs in args.split:
@@ -137,7 +137,7 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from thresher.sources.tfds.convert import convert
+    from thresher.sources.formats.tfds.convert import convert
 
     out = convert(args.path, args.out, progress=not args.quiet, verify=not args.no_verify)
     if not args.quiet:

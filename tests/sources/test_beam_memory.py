@@ -19,7 +19,7 @@ import thresher as th
 import thresher.beam  # noqa: F401 - makes th.beam available
 from tests.helpers import dir_files
 from thresher import features as F
-from thresher.sources.prepared.layout import is_temp_dir
+from thresher.sources.formats.prepared.layout import is_temp_dir
 
 MP = {"direct_num_workers": 2, "direct_running_mode": "multi_processing"}
 FEATS = {"x": F.Scalar("int64"), "pad": F.Tensor((None,), "uint8")}

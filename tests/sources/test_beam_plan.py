@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thresher.errors import ConfigError
-from thresher.sources.prepared.keys import key_bytes, sort_key
-from thresher.sources.prepared.plan import EDGES, NUM_BUCKETS, Plan, edge_bucket, hash_bucket
-from thresher.sources.prepared.writer import shard_bounds, shuffle_key
+from thresher.sources.formats.prepared.keys import key_bytes, sort_key
+from thresher.sources.write.plan import EDGES, NUM_BUCKETS, Plan, edge_bucket, hash_bucket
+from thresher.sources.write.local import shard_bounds, shuffle_key
 
 
 def _routed(keys: list[int], shuffle: bool, edges: list[bytes]) -> list[tuple[int, bytes, bytes]]:

@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thresher.errors import ConfigError
-from thresher.sources.prepared.keys import key_bytes, sort_key
-from thresher.sources.prepared.plan import NUM_BUCKETS, Plan, hash_bucket
-from thresher.sources.prepared.writer import shuffle_key
+from thresher.sources.formats.prepared.keys import key_bytes, sort_key
+from thresher.sources.write.plan import NUM_BUCKETS, Plan, hash_bucket
+from thresher.sources.write.local import shuffle_key
 
 Routed = tuple[int, bytes, bytes]
 

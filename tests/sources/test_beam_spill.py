@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thresher._beam_files import _CountRuns, _ranges, _WriteShardFromRuns
-from thresher._beam_shards import bucket_function
+from thresher.sources.write.beam.files import _CountRuns, _ranges, _WriteShardFromRuns
+from thresher.sources.write.beam.shards import bucket_function
 from thresher.errors import CorruptSourceError
-from thresher.sources.prepared.keys import key_bytes, sort_key
-from thresher.sources.prepared.spill import index_run, read_range, remove_tree, write_run
-from thresher.sources.prepared.writer import shard_bounds, shuffle_key
+from thresher.sources.formats.prepared.keys import key_bytes, sort_key
+from thresher.sources.write.spill import index_run, read_range, remove_tree, write_run
+from thresher.sources.write.local import shard_bounds, shuffle_key
 
 
 def _records(keys: list[int], shuffle: bool) -> list[tuple[bytes, bytes]]:

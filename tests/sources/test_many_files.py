@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import thresher as th
-from thresher.sources.array_record_files import INDEX_NAME, ReaderCache, record_counts
+from thresher.sources.formats.array_record.files import INDEX_NAME, ReaderCache, record_counts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -20,7 +20,7 @@ from thresher.errors import (
     SourceNotFoundError,
     SplitError,
 )
-from thresher.sources.array_record_writer import write_array_record
+from thresher.sources.formats.array_record.writer import write_array_record
 
 
 @pytest.fixture

@@ -44,8 +44,8 @@ import numpy as np
 from thresher.dataset.cache_codec import PLAIN
 from thresher.dataset.cache_store import CacheStore, file_digest
 from thresher.errors import CacheError
-from thresher.sources.array_record import ArrayRecordSource
-from thresher.sources.array_record_writer import ArrayRecordWriter
+from thresher.sources.formats.array_record.source import ArrayRecordSource
+from thresher.sources.formats.array_record.writer import ArrayRecordWriter
 
 __all__ = ["DiskCacheView", "build_disk_cache", "file_digest", "pod_process", "serializer_name"]
 

@@ -30,8 +30,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from thresher.errors import CacheError, SourceError
-from thresher.sources.remote import commit
 from thresher.sources.remote.fs import expand, filesystem, is_url
+from thresher.sources.write import commit
 
 __all__ = ["CacheStore", "file_digest"]
 

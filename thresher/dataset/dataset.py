@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 
-from thresher._compat import as_shard_options, transform_function
 from thresher.dataset import nodes as N
 from thresher.dataset.compile import Compiled, compile_chain
 from thresher.dataset.iterator import DatasetIterator, PackIterator
@@ -52,6 +51,7 @@ from thresher.samplers.sharding import ShardOptions
 from thresher.sources.in_memory import InMemoryDataSource
 from thresher.sources.range import RangeDataSource
 from thresher.transforms import Batch
+from thresher.transforms.operations import transform_function
 
 __all__ = ["Dataset"]
 
@@ -307,7 +307,7 @@ class Dataset:
             >>> [list(th.Dataset.range(6).shard(th.ShardOptions(i, 2))) for i in range(2)]
             [[0, 2, 4], [1, 3, 5]]
         """
-        options = as_shard_options(options, "Dataset.shard")  # Grain's too
+        options = ShardOptions.coerce(options, "Dataset.shard")  # Grain's too
         return self._then(lambda at: N.Shard(at=at, options=options))
 
     def prefetch(self, worker_count: int = 0, buffer: int = 2, worker_mode: WorkerMode = "process",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from thresher.dataset.nodes import fn_name
+from thresher.dataset.nodes.base import fn_name
 
 __all__ = ["fused_filter", "fused_map"]
 

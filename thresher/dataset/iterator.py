@@ -25,13 +25,13 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from thresher._compat import as_state
 from thresher.dataset.compile import Compiled
 from thresher.dataset.hand_over import HandOver
 from thresher.dataset.mix import MixSchedule
@@ -40,12 +40,20 @@ from thresher.dataset.rebatch import run_batch_maps
 from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.profiling.stats import LoaderStats
+from thresher.loader.state_input import as_state
 from thresher.loader.state_types import Extensions, LoaderState, MixSegment
 
-if TYPE_CHECKING:
-    from thresher.dataset.dataset import Dataset
+__all__ = ["CompilableChain", "DatasetIterator", "PackIterator"]
 
-__all__ = ["DatasetIterator", "PackIterator"]
+
+class CompilableChain(Protocol):
+    """What an iterator asks of the chain it iterates (``thresher.Dataset`` is one)."""
+
+    def compile(self, *, mix_segment: tuple[int, list[int]] | None = None) -> Compiled: ...
+
+    def with_mix_weights(self, weights: Sequence[float]) -> CompilableChain: ...
+
+    def fingerprint(self) -> str: ...
 
 _HAND_OVER_DEPTH = 2  # batches a packed iterator with workers keeps ready
 
@@ -58,7 +66,7 @@ class DatasetIterator:
     the pipeline (a mixture's segment) and the position before it exists.
     """
 
-    def __init__(self, dataset: Dataset, compiled: Compiled) -> None:
+    def __init__(self, dataset: CompilableChain, compiled: Compiled) -> None:
         self._dataset = dataset
         self._compiled = compiled
         self._engine_it: DataLoaderIterator | None = None
@@ -234,7 +242,7 @@ class DatasetIterator:
 class PackIterator(DatasetIterator):
     """Packed rows (or batches of them) from the engine's stream of packed windows."""
 
-    def __init__(self, dataset: Dataset, compiled: Compiled) -> None:
+    def __init__(self, dataset: CompilableChain, compiled: Compiled) -> None:
         super().__init__(dataset, compiled)
         assert compiled.front is not None
         self._front = compiled.front

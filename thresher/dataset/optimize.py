@@ -25,52 +25,19 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any
 
 from thresher.dataset import nodes as N
+from thresher.dataset.nodes.elements import identity
 
 __all__ = ["explain_text", "identity", "optimize"]
-
-
-def identity(x: Any) -> Any:
-    """Returns its argument; ``ds.map(identity)`` is removed by the optimiser.
-
-    Example:
-        >>> from thresher.dataset import identity
-        >>> identity(3)
-        3
-    """
-    return x
-
-
-def _full_slice(nodes: Sequence[N.Node], i: int) -> bool:
-    """Is nodes[i] a slice that keeps every element of the source it applies to?"""
-    node = nodes[i]
-    assert isinstance(node, N.Slice)
-    first = nodes[0]
-    if not isinstance(first, N.Source):
-        return False
-    r = range(len(first.source))
-    for n in nodes[1:i]:
-        if isinstance(n, N.Slice):
-            r = r[slice(n.start, n.stop, n.step)]
-        elif not isinstance(n, (N.Shard, N.Prefetch)):
-            return False
-    return r[slice(node.start, node.stop, node.step)] == r
 
 
 def _remove_noops(nodes: list[N.Node], notes: list[str]) -> list[N.Node]:
     out: list[N.Node] = []
     for i, n in enumerate(nodes):
-        if isinstance(n, N.Repeat) and n.num_epochs == 1:
-            notes.append(f"removed repeat(1) at step {n.at}")
-            continue
-        if isinstance(n, N.Slice) and _full_slice(nodes, i):
-            notes.append(f"removed {n.describe()} at step {n.at} (it keeps everything)")
-            continue
-        if isinstance(n, N.Map) and all(f is identity for f in n.fns):
-            notes.append(f"removed map(identity) at step {n.at}")
+        note = n.noop(nodes, i)
+        if note is not None:
+            notes.append(note)
             continue
         out.append(n)
     return out
@@ -110,17 +77,10 @@ def _vectorise(nodes: list[N.Node], notes: list[str]) -> list[N.Node]:
 def _fuse(nodes: list[N.Node], notes: list[str]) -> list[N.Node]:
     out: list[N.Node] = []
     for n in nodes:
-        prev = out[-1] if out else None
-        if isinstance(n, N.Map) and isinstance(prev, N.Map):
-            out[-1] = replace(prev, fns=prev.fns + n.fns, batchable=prev.batchable and n.batchable,
-                              fused_from=(prev.fused_from or (prev.at,)) + (n.at,))
-            notes.append(f"fused map at step {n.at} into the map at step {prev.at}")
-        elif isinstance(n, N.MapBatch) and isinstance(prev, N.MapBatch):
-            out[-1] = replace(prev, fns=prev.fns + n.fns, vectorised_from=prev.vectorised_from + n.vectorised_from)
-            notes.append(f"fused map_batch at step {n.at} into the one at step {prev.at}")
-        elif isinstance(n, N.Filter) and isinstance(prev, N.Filter):
-            out[-1] = replace(prev, fns=prev.fns + n.fns)
-            notes.append(f"fused filter at step {n.at} into the filter at step {prev.at}")
+        fused = n.fused_into(out[-1]) if out else None
+        if fused is not None:
+            out[-1], note = fused
+            notes.append(note)
         else:
             out.append(n)
     return out

@@ -19,11 +19,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from thresher.dataset import nodes as N
+from thresher.dataset.nodes.base import fn_name
 from thresher.errors import ConfigError, TransformError
 from thresher.transforms import Batch
 
@@ -38,22 +38,25 @@ class RebatchFront:
     fns: list[Callable[[Any], Any]] = field(default_factory=list)
 
     @staticmethod
-    def of(node: N.BatchNode) -> RebatchFront:
-        if node.pad_to is not None:
-            raise ConfigError(f"{node.describe()} at step {node.at}: batches of a filtered stream's batches cannot "
-                              "be padded; pad the inner batch")
-        return RebatchFront(Batch(node.batch_size, node.drop_remainder))
+    def of(batch_size: int, drop_remainder: bool, pad_to: Any, at: str) -> RebatchFront:
+        """The front of a batch (written ``at``) of a filtered stream's batches."""
+        if pad_to is not None:
+            raise ConfigError(f"{at}: batches of a filtered stream's batches cannot be padded; pad the inner batch")
+        return RebatchFront(Batch(batch_size, drop_remainder))
 
-    def add(self, node: N.Node) -> None:
-        """Takes a step written after the outer batch (maps only)."""
-        if isinstance(node, (N.Map, N.MapBatch)):
-            self.fns.extend(node.fns)
-            return
-        raise ConfigError(f"{node.describe()} at step {node.at}: after a batch of a filtered stream's batches, "
-                          "thresher supports map() and map_batch(); put other steps before the second batch")
+    def add_batch(self, batch_size: int, drop_remainder: bool, pad_to: Any, at: str) -> None:
+        raise self.refuse(at)
+
+    def add_maps(self, fns: Sequence[Callable[[Any], Any]], at: str) -> None:
+        """Takes the maps written after the outer batch."""
+        self.fns.extend(fns)
+
+    def refuse(self, at: str) -> ConfigError:
+        return ConfigError(f"{at}: after a batch of a filtered stream's batches, thresher supports map() and "
+                           "map_batch(); put other steps before the second batch")
 
     def describe(self) -> str:
-        return repr(self.batch) + "".join(f" -> map({N.fn_name(f)})" for f in self.fns)
+        return repr(self.batch) + "".join(f" -> map({fn_name(f)})" for f in self.fns)
 
 
 def run_batch_maps(fns: list[Callable[[Any], Any]], batch: Any, where: str) -> Any:
@@ -68,5 +71,5 @@ def run_batch_maps(fns: list[Callable[[Any], Any]], batch: Any, where: str) -> A
         try:
             batch = fn(batch)
         except Exception as e:
-            raise TransformError(f"{where} ({N.fn_name(fn)}) failed: {type(e).__name__}: {e}") from e
+            raise TransformError(f"{where} ({fn_name(fn)}) failed: {type(e).__name__}: {e}") from e
     return batch

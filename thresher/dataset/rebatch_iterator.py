@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from thresher.dataset.iterator import DatasetIterator
+from thresher.dataset.iterator import CompilableChain, DatasetIterator
 from thresher.dataset.rebatch import run_batch_maps
 
 if TYPE_CHECKING:
     from thresher.dataset.compile import Compiled
-    from thresher.dataset.dataset import Dataset
 
 __all__ = ["RebatchIterator"]
 
@@ -30,7 +29,7 @@ __all__ = ["RebatchIterator"]
 class RebatchIterator(DatasetIterator):
     """Outer batches of the engine's stream of (filtered) batches; the state is the engine's."""
 
-    def __init__(self, dataset: Dataset, compiled: Compiled) -> None:
+    def __init__(self, dataset: CompilableChain, compiled: Compiled) -> None:
         super().__init__(dataset, compiled)
         assert compiled.rebatch is not None
         self._front = compiled.rebatch

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from thresher import features as thf
-from thresher.sources.tfds import features as tff
+from thresher.sources.formats.tfds import features as tff
 
 __all__ = ["Field", "fields", "get", "label_text"]
 

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import is_int
 from thresher.errors import InvalidStateError
 from thresher.loader.exclusions import Consumed
 from thresher.loader.ledger import LEDGER_SUFFIX, decode_line
@@ -144,9 +145,9 @@ class _Stream:
 
 def _int(d: dict[str, Any], k: str, where: str) -> int:
     v = d.get(k)
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 2**62:
+    if not isinstance(v, int) or not is_int(v, minimum=0, maximum=2**62):
         raise InvalidStateError(f"{where}: field {k!r} must be an int in [0, 2**62], got {v!r}")
-    return v
+    return int(v)
 
 
 def _key(begin: dict[str, Any], where: str) -> _Key:

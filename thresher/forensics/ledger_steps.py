@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from thresher._validate import is_int
 from thresher.errors import ConfigError, IncompatibleStateError, InvalidStateError
 from thresher.loader.exclusions import Consumed
 from thresher.loader.ledger import LEDGER_SUFFIX, decode_ints, decode_line, ledger_path
@@ -146,14 +147,14 @@ class ProcessSteps:
 
 def _int(rec: dict[str, Any], key: str, where: str, hi: int = _MAX, lo: int = 0) -> int:
     v = rec.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+    if not isinstance(v, int) or not is_int(v, minimum=lo, maximum=hi):
         raise InvalidStateError(f"{where}: field {key!r} must be an int in [{lo}, {hi}], got {str(v)[:80]}")
-    return v
+    return int(v)
 
 
 def _ints(rec: dict[str, Any], key: str, where: str, hi: int) -> list[int]:
     v = rec.get(key)
-    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= hi for x in v):
+    if not isinstance(v, list) or not all(isinstance(x, int) and is_int(x, minimum=0, maximum=hi) for x in v):
         raise InvalidStateError(f"{where}: field {key!r} must be a list of ints in [0, {hi}], got {str(v)[:80]}")
     return v
 
@@ -300,8 +301,7 @@ def ledger_processes(directory: str | os.PathLike[str]) -> list[int]:
 def which_processes(directory: str | os.PathLike[str], process_index: int | None) -> list[int]:
     """The processes to explain: ``process_index``, or every process with a ledger in ``directory``."""
     if process_index is not None:
-        if isinstance(process_index, bool) or not isinstance(process_index, (int, np.integer)) \
-                or not 0 <= int(process_index) < 2**16:
+        if not is_int(process_index, minimum=0, maximum=2**16 - 1):
             raise ConfigError(f"process_index must be an int in [0, 2**16), got {process_index!r}")
         return [int(process_index)]
     procs = ledger_processes(directory)

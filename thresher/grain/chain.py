@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from thresher._compat import transform_function
 from thresher.dataset.dataset import Dataset
 from thresher.errors import ConfigError
 from thresher.randomness.seeds import check_seed, derive_seed
+from thresher.transforms.operations import transform_function
 
 __all__ = ["Chain", "skip_none"]
 

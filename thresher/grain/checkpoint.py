@@ -29,8 +29,8 @@ from typing import Any
 
 import orbax.checkpoint as ocp
 
-from thresher._compat import as_state
 from thresher.jax.checkpoint import CheckpointHandler
+from thresher.loader.state_input import as_state
 
 __all__ = ["PyGrainCheckpointHandler", "PyGrainCheckpointRestore", "PyGrainCheckpointSave"]
 

@@ -34,12 +34,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from thresher._compat import as_shard_options
 from thresher._validate import check_count
 from thresher.errors import ConfigError
 from thresher.loader.data_loader import DataLoader as _DataLoader
 from thresher.loader.iterator import DataLoaderIterator as _DataLoaderIterator
 from thresher.samplers.index_sampler import IndexSampler
+from thresher.samplers.sharding import ShardOptions
 
 __all__ = ["DataLoader", "DataLoaderIterator", "PyGrainDatasetIterator"]
 
@@ -48,7 +48,7 @@ def _sampler_with(sampler: IndexSampler, shard_options: Any) -> IndexSampler:
     """The sampler, sharded by the DataLoader's ``shard_options`` when they are given."""
     if shard_options is None:
         return sampler
-    wanted = as_shard_options(shard_options, "DataLoader shard_options")
+    wanted = ShardOptions.coerce(shard_options, "DataLoader shard_options")
     own = sampler.shard_options
     if own.shard_count != 1 and (own.shard_index, own.shard_count) != (wanted.shard_index, wanted.shard_count):
         raise ConfigError(f"DataLoader shard_options={shard_options!r} and the sampler's {own!r} disagree: "

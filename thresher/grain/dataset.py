@@ -26,13 +26,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from thresher._compat import check_read_options, transform_function
 from thresher.dataset import nodes as N
 from thresher.dataset.dataset import Dataset
 from thresher.errors import ConfigError
 from thresher.grain.chain import Chain, _KeepOrNone
 from thresher.grain.dataset_iterator import DatasetIterator
-from thresher.grain.options import MultiprocessingOptions
+from thresher.grain.options import MultiprocessingOptions, check_read_options
+from thresher.transforms.operations import transform_function
 
 __all__ = ["IterDataset", "MapDataset"]
 

@@ -9,8 +9,10 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from thresher._validate import check_count
+from thresher._validate import check_count, is_int
+from thresher.errors import ConfigError
 
 __all__ = ["MultiprocessingOptions", "ReadOptions"]
 
@@ -60,3 +62,18 @@ class MultiprocessingOptions:
     def __post_init__(self) -> None:
         _count(self.num_workers, "MultiprocessingOptions.num_workers")
         _count(self.per_worker_buffer_size, "MultiprocessingOptions.per_worker_buffer_size")
+
+
+def check_read_options(obj: Any, where: str) -> Any:
+    """Checks a Grain-style ReadOptions (num_threads, prefetch_buffer_size) and returns it.
+
+    thresher reads each chunk's records in one batched call in the process that
+    computes the chunk, so these change nothing; a malformed one is still refused.
+    """
+    if obj is None:
+        return None
+    values = [getattr(obj, name, None) for name in ("num_threads", "prefetch_buffer_size")]
+    if not all(is_int(v, minimum=0) for v in values):
+        raise ConfigError(f"{where} got {obj!r}: pass ReadOptions(num_threads=..., prefetch_buffer_size=...) "
+                          "with ints >= 0, or None")
+    return obj

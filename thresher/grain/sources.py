@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Union
 
 from thresher.errors import ConfigError
-from thresher.sources.array_record import ArrayRecordSource
+from thresher.sources.formats.array_record.source import ArrayRecordSource
 from thresher.sources.in_memory import InMemoryDataSource as _InMemoryDataSource
 from thresher.sources.protocol import RandomAccessDataSource
 from thresher.sources.range import RangeDataSource

@@ -36,13 +36,13 @@ from typing import Any
 import orbax.checkpoint as ocp
 from etils import epath
 
-from thresher._compat import as_state
 from thresher.jax.state_files import (
     load_state_text,
     parse_state_filenames,
     restore_from_states,
     state_filename,
 )
+from thresher.loader.state_input import as_state
 
 __all__ = ["CheckpointHandler", "CheckpointRestore", "CheckpointSave"]
 

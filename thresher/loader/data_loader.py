@@ -8,8 +8,7 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
-from thresher._compat import check_sampler
-from thresher.errors import ConfigError
+from thresher.errors import ConfigError, ConfigTypeError
 from thresher.loader.autotune import AutotuneReport
 from thresher.loader.bad_records import MaxSkipped, check_policy
 from thresher.loader.chunk import ChunkProcessor
@@ -151,7 +150,7 @@ class DataLoader:
     ) -> None:
         if not (hasattr(data_source, "__len__") and hasattr(data_source, "__getitem__")):
             raise ConfigError(f"data_source must have __len__ and __getitem__ (random access); got {data_source!r}")
-        sampler = check_sampler(sampler, IndexSampler)
+        sampler = _check_sampler(sampler, IndexSampler)
         #: The first chunks of each iterator with worker processes come from this process
         #: while its workers start (thresher.loader.warm_start); the same batches.
         self.warm_start = bool(warm_start)
@@ -285,3 +284,15 @@ class DataLoader:
     def __repr__(self) -> str:
         return (f"DataLoader({self.data_source!r}, {self.sampler!r}, {list(self.plan.descriptions)}, "
                 f"worker_count={self.worker_count}, worker_mode={self.worker_mode!r})")
+
+
+def _check_sampler(sampler: Any, sampler_class: type) -> Any:
+    """Returns ``sampler`` if it is a thresher IndexSampler; otherwise says what to pass."""
+    if isinstance(sampler, sampler_class):
+        return sampler
+    grain_hint = ""
+    if type(sampler).__name__ in ("IndexSampler", "SequentialSampler"):
+        where = f"{type(sampler).__module__}.{type(sampler).__qualname__}"
+        grain_hint = (f" ({where} is another library's sampler: use "
+                      f"thresher.grain.{type(sampler).__name__} with the same arguments, or thresher.IndexSampler)")
+    raise ConfigTypeError(f"sampler must be a thresher.IndexSampler, got {sampler!r}{grain_hint}")

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from thresher._compat import as_state
 from thresher.errors import TransformError
 from thresher.loader.autotune import AutotuneReport
 from thresher.loader.bad_records import BadRecords, DroppedRecord
@@ -23,6 +22,7 @@ from thresher.loader.ledger import LedgerWriter
 from thresher.loader.producer import Producer
 from thresher.loader.profiling.stats import LoaderStats, StatsRecorder
 from thresher.loader.skips import SkipPlan, SkipRanges
+from thresher.loader.state_input import as_state
 from thresher.loader.state_types import LoaderState
 from thresher.randomness.record_rng import RecordRng
 from thresher.randomness.seeds import DOMAIN_BATCH, derive_seed
@@ -322,7 +322,7 @@ class DataLoaderIterator:
     def restore(self, state: LoaderState, *, allow_approximate: bool = False,
                 skip_steps: range | None = None, skip_records: RecordKeys | None = None) -> None:
         """``set_state`` for a parsed state (``LoaderState.from_json``)."""
-        from thresher.forensics.steps import skip_plan, steps_as_skips
+        from thresher.loader.steps import skip_plan, steps_as_skips
 
         base = self._base_engine
         own = base.processor.exclusions

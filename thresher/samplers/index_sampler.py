@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from thresher._compat import as_shard_options
 from thresher._validate import check_count, check_int
 from thresher.errors import ConfigError
 from thresher.randomness.permutation import Permutation
@@ -98,7 +97,7 @@ class IndexSampler:
             raise ConfigError("shuffle=True needs a seed (an int): thresher's shuffles are reproducible")
         if shard_options is None:
             shard_options = NoSharding()
-        shard_options = as_shard_options(shard_options, "IndexSampler shard_options")  # Grain's too
+        shard_options = ShardOptions.coerce(shard_options, "IndexSampler shard_options")  # Grain's too
         self.num_records = int(num_records)
         self.shuffle = bool(shuffle)
         self.seed = None if seed is None else check_seed(seed)

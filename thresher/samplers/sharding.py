@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from thresher._validate import check_int
-from thresher.errors import ConfigError
+from thresher.errors import ConfigError, ConfigTypeError
 
 __all__ = ["NoSharding", "ShardByJaxProcess", "ShardOptions"]
 
@@ -63,6 +64,27 @@ class ShardOptions:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(ShardOptions)}
         fields.update(changes)
         return ShardOptions(**fields)
+
+    @classmethod
+    def coerce(cls, obj: Any, where: str) -> ShardOptions:
+        """thresher's ShardOptions for thresher's own or anything shaped like Grain's (recognised by its
+        attributes, without importing Grain).
+
+        Example:
+            >>> import thresher as th
+            >>> th.ShardOptions.coerce(th.ShardOptions(1, 4), "shard_options").shard_count
+            4
+        """
+        if isinstance(obj, cls):
+            return obj
+        index, count = getattr(obj, "shard_index", None), getattr(obj, "shard_count", None)
+        if isinstance(index, int) and isinstance(count, int) and hasattr(obj, "drop_remainder"):
+            return cls(index, count, bool(obj.drop_remainder), getattr(obj, "block_size", None))
+        raise ConfigTypeError(
+            f"{where} got {obj!r} ({type(obj).__module__}.{type(obj).__qualname__}), which has no "
+            "shard_index/shard_count/drop_remainder: pass thresher.ShardOptions(shard_index, shard_count), "
+            "thresher.NoSharding() or Grain's ShardOptions"
+        )
 
 
 def NoSharding() -> ShardOptions:

@@ -6,8 +6,8 @@ Example:
     5
 """
 
-from thresher.sources.array_record import ArrayRecordSource
-from thresher.sources.array_record_writer import ArrayRecordWriter, write_array_record
+from thresher.sources.formats.array_record.source import ArrayRecordSource
+from thresher.sources.formats.array_record.writer import ArrayRecordWriter, write_array_record
 from thresher.sources.in_memory import InMemoryDataSource
 from thresher.sources.protocol import (
     DEFAULT_READS_IN_FLIGHT,

@@ -2,7 +2,7 @@
 
 A directory written by ``thresher.prepare`` opens as a prepared dataset; one written by
 TensorFlow Datasets (a version directory, or a dataset directory whose newest version is
-taken) opens as a TFDS dataset, read without TensorFlow (:mod:`thresher.sources.tfds`).
+taken) opens as a TFDS dataset, read without TensorFlow (:mod:`thresher.sources.formats.tfds`).
 
 Example:
     >>> import tempfile, os
@@ -20,11 +20,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from thresher.sources import prepared
-from thresher.sources.prepared.layout import PathLike
+from thresher.sources.formats import prepared
+from thresher.sources.formats.prepared.layout import PathLike
+from thresher.sources.formats.tfds.info import is_tfds_dir
+from thresher.sources.formats.tfds.reader import TfdsBuilder
 from thresher.sources.remote.fs import is_url
-from thresher.sources.tfds.info import is_tfds_dir
-from thresher.sources.tfds.reader import TfdsBuilder
 
 __all__ = ["builder", "data_source"]
 
@@ -45,7 +45,7 @@ def builder(path: PathLike, *, storage_options: Mapping[str, Any] | None = None,
     For a TFDS directory, ``builder(path).info`` has ``features``, ``splits`` (with
     ``num_examples``, ``shard_lengths``, and any split expression as key),
     ``file_format`` and ``supervised_keys``. For a prepared one see
-    :func:`thresher.sources.prepared.builder`. Either kind may be a URL
+    :func:`thresher.sources.formats.prepared.builder`. Either kind may be a URL
     (``s3://bucket/ds/1.0.0``, ``gs://bucket/tensorflow_datasets/mnist``), with fsspec
     ``storage_options`` and the byte-range reader's ``read_options``.
     """
@@ -67,10 +67,10 @@ def data_source(path: PathLike, split: Any = None, *, storage_options: Mapping[s
             for one source; a list of them for a list of sources.
         storage_options: fsspec options, for a directory given as a URL.
         read_options: the byte-range reader's options, for a directory given as a URL
-            (see :func:`thresher.sources.prepared.data_source`).
+            (see :func:`thresher.sources.formats.prepared.data_source`).
 
     On a TFDS directory, key ``k`` is the record ``tfds.data_source`` returns at ``k``,
-    decoded to the same values. See :func:`thresher.sources.prepared.data_source` for
+    decoded to the same values. See :func:`thresher.sources.formats.prepared.data_source` for
     an example on a prepared directory.
     """
     return builder(path, storage_options=storage_options, read_options=read_options).as_data_source(split)

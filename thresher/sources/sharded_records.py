@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from thresher.errors import DatasetInfoError
-from thresher.sources.array_record import ArrayRecordSource
+from thresher.sources.formats.array_record.source import ArrayRecordSource
 from thresher.sources.protocol import check_key, check_keys
 
 __all__ = ["ShardedRecords"]

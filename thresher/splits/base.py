@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from thresher.errors import SplitError
@@ -136,9 +136,9 @@ class AbstractSplit(abc.ABC):
             >>> ReadInstruction.from_spec("train[10%:20%]")
             ReadInstruction('train[10%:20%]')
         """
-        from thresher.splits.parse import parse_split
-
-        return parse_split(spec)
+        if _PARSERS:
+            return _PARSERS[-1](spec)
+        raise SplitError("no split parser is registered (import thresher.splits)")  # pragma: no cover
 
     @abc.abstractmethod
     def to_absolute(self, split_infos: Mapping[str, SplitSizeLike]) -> list[AbsoluteInstruction]:
@@ -152,18 +152,51 @@ class AbstractSplit(abc.ABC):
         return sum(a.num_examples for a in self.to_absolute(split_infos))
 
     def __add__(self, other: SplitArg) -> AbstractSplit:
-        from thresher.splits.union import SplitUnion
-
         if not isinstance(other, (str, AbstractSplit)):
             return NotImplemented
         return SplitUnion.of(self, AbstractSplit.from_spec(other))
 
     def __radd__(self, other: SplitArg) -> AbstractSplit:
-        from thresher.splits.union import SplitUnion
-
         if not isinstance(other, str):
             return NotImplemented
         return SplitUnion.of(AbstractSplit.from_spec(other), self)
 
 
+@dataclasses.dataclass(frozen=True)
+class SplitUnion(AbstractSplit):
+    """The concatenation of several splits, in order; made by ``+``."""
+
+    parts: tuple[AbstractSplit, ...]
+
+    @classmethod
+    def of(cls, *splits: AbstractSplit) -> SplitUnion:
+        """Joins splits, flattening nested unions."""
+        parts: list[AbstractSplit] = []
+        for s in splits:
+            parts.extend(s.parts if isinstance(s, SplitUnion) else (s,))
+        return cls(tuple(parts))
+
+    def to_absolute(self, split_infos: Mapping[str, SplitSizeLike]) -> list[AbsoluteInstruction]:
+        out: list[AbsoluteInstruction] = []
+        for part in self.parts:
+            out.extend(part.to_absolute(split_infos))
+        return out
+
+    def __str__(self) -> str:
+        return "+".join(str(p) for p in self.parts)
+
+    def __repr__(self) -> str:
+        return f"SplitUnion({str(self)!r})"
+
+
 SplitArg = str | AbstractSplit
+
+#: The split-string parser, registered by :mod:`thresher.splits.parse` when it is imported (always, by
+#: ``thresher.splits``): the parser builds the split classes, so this module cannot import it.
+_PARSERS: list[Callable[[Any], AbstractSplit]] = []
+
+
+def register_parser(parse: Callable[[Any], AbstractSplit]) -> Callable[[Any], AbstractSplit]:
+    """Registers ``parse`` as the parser of split strings (a decorator; the last one registered is used)."""
+    _PARSERS.append(parse)
+    return parse

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from thresher._validate import check_count
+from thresher._validate import check_count, is_int
 from thresher.errors import ConfigError
 from thresher.splits.base import AbsoluteInstruction, AbstractSplit, SplitArg, SplitSizeLike
 from thresher.splits.parse import parse_split
@@ -45,7 +45,7 @@ class EvenSplit(AbstractSplit):
     def __post_init__(self) -> None:
         object.__setattr__(self, "split", parse_split(self.split))
         check_count(self.count, "even_splits: n", minimum=1)
-        if not isinstance(self.index, int) or not 0 <= self.index < self.count:
+        if not is_int(self.index, minimum=0, maximum=self.count - 1):
             raise ConfigError(
                 f"even_splits: index must be in [0, {self.count}), got {self.index!r}"
             )

@@ -30,10 +30,11 @@ from thresher.splits.base import (
     AbstractSplit,
     SplitArg,
     SplitSizeLike,
+    SplitUnion,
+    register_parser,
 )
 from thresher.splits.foreign import ForeignSplit, is_foreign_split
 from thresher.splits.read_instruction import ROUNDINGS, ReadInstruction
-from thresher.splits.union import SplitUnion
 
 __all__ = ["parse_split", "resolve_split"]
 
@@ -133,6 +134,7 @@ def _parse_part(spec: str, part: str) -> AbstractSplit:
         raise _fail(spec, part, str(e)) from None
 
 
+@register_parser
 def parse_split(spec: SplitArg) -> AbstractSplit:
     """Parses a split string; split objects are returned unchanged (another library's,
     such as TFDS's ReadInstruction, are wrapped in a ForeignSplit).

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from thresher._validate import check_count
-from thresher.errors import BatchError
+from thresher.errors import BatchError, ConfigError
 from thresher.transforms.strided_stack import stack_strided
 
 __all__ = ["Batch", "stack"]
@@ -44,6 +44,27 @@ class Batch:
         self.batch_size = check_count(batch_size, "Batch batch_size", minimum=1)
         self.drop_remainder = bool(drop_remainder)
         self.object_arrays = bool(object_arrays)
+
+    @classmethod
+    def coerce(cls, obj: Any, index: int) -> Batch | None:
+        """thresher's Batch for thresher's own or Grain's ``Batch``/``BatchOperation`` (operation ``index``);
+        None for anything else.
+
+        Example:
+            >>> import thresher as th
+            >>> th.Batch.coerce(th.Batch(4), 0).batch_size, th.Batch.coerce(abs, 1)
+            (4, None)
+        """
+        if isinstance(obj, cls):
+            return obj
+        if type(obj).__name__ not in ("Batch", "BatchOperation") or not hasattr(obj, "batch_size"):
+            return None
+        if getattr(obj, "batch_fn", None) is not None:
+            raise ConfigError(
+                f"operation {index} {obj!r} has a batch_fn, which thresher does not run: thresher's Batch stacks "
+                "leaf by leaf; pass Batch(batch_size) and put your function in a map after it"
+            )
+        return cls(obj.batch_size, bool(getattr(obj, "drop_remainder", False)))
 
     def stack(self, elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None = None) -> Any:
         """Stacks ``elements`` into one batch (see :func:`stack`)."""

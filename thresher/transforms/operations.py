@@ -7,19 +7,18 @@ operation kinds of ``thresher.transforms.kinds``; how each kind runs lives there
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from thresher._compat import as_batch
-from thresher.errors import ConfigError
+from thresher.errors import ConfigError, ConfigTypeError
 from thresher.transforms.batch import Batch
 from thresher.transforms.filter import FilterTransform
 from thresher.transforms.kinds import FilterOp, MapOp, MapWithIndexOp, Operation, RandomMapOp, fn_name
 from thresher.transforms.map import MapTransform
 from thresher.transforms.random_map import RandomMapTransform, operation_salt
 
-__all__ = ["Operation", "Plan", "describe", "plan_operations"]
+__all__ = ["Operation", "Plan", "describe", "plan_operations", "transform_function"]
 
 _TRANSFORMS = (RandomMapTransform, FilterTransform, MapTransform)
 
@@ -109,7 +108,7 @@ def plan_operations(operations: Sequence[Any]) -> Plan:
     record: list[Operation] = []
     after: list[Operation] = []
     batch: Batch | None = None
-    operations = [as_batch(op, i) or op for i, op in enumerate(operations)]  # Grain's Batch too
+    operations = [Batch.coerce(op, i) or op for i, op in enumerate(operations)]  # Grain's Batch too
     for i, op in enumerate(operations):
         if isinstance(op, Batch):
             if batch is not None:
@@ -124,3 +123,29 @@ def plan_operations(operations: Sequence[Any]) -> Plan:
                               "(its index is a record's position) or use a map on whole batches")
         (after if batch is not None else record).append(_operation(op, i))
     return Plan(tuple(record), batch, tuple(after), tuple(describe(op) for op in operations))
+
+
+_KINDS = ("map", "random_map", "filter", "map_with_index")
+
+
+def transform_function(obj: Any, kind: str, where: str) -> Callable[..., Any]:
+    """The function a Dataset step of ``kind`` ("map", "random_map", "filter") runs.
+
+    A callable is used as it is (as the DataLoader does); a transform object
+    (thresher's or Grain's) gives its bound ``map``/``random_map``/``filter`` method.
+    A transform of another kind is refused with the step to use instead.
+
+    Example:
+        >>> from thresher.transforms import MapTransform
+        >>> from thresher.transforms.operations import transform_function
+        >>> transform_function(MapTransform(abs), "map", "Dataset.map")(-2)
+        2
+    """
+    method = None if isinstance(obj, type) else getattr(obj, kind, None)
+    if callable(method) and (kind == "random_map" or not callable(obj)):
+        return method
+    if callable(obj):
+        return obj
+    others = [m for m in _KINDS if callable(getattr(obj, m, None))]
+    hint = f"it has {others[0]}(): use {others[0]}" if others else "pass a function"
+    raise ConfigTypeError(f"{where} takes a function or a transform with {kind}(), got {obj!r}; {hint}")

@@ -15,9 +15,9 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from tests.sources.tfds.expected import assert_same
-from thresher.sources.tfds.batch import BatchDecoder, scan
-from thresher.sources.tfds.decode import TfdsCodec
-from thresher.sources.tfds.features import ClassLabel, FeaturesDict, Sequence, Tensor, Text
+from thresher.sources.formats.tfds.batch import BatchDecoder, scan
+from thresher.sources.formats.tfds.decode import TfdsCodec
+from thresher.sources.formats.tfds.features import ClassLabel, FeaturesDict, Sequence, Tensor, Text
 
 _DTYPES = ["int8", "int32", "int64", "uint8", "uint32", "uint64", "float16", "float32",
            "float64", "bool"]

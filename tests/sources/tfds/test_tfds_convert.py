@@ -13,8 +13,8 @@ from hypothesis import given, settings, strategies as st
 import thresher as th
 from thresher.cli import main
 from thresher.errors import ConfigError, CorruptSourceError, DatasetInfoError
-from thresher.sources.tfds.convert import convert
-from thresher.sources.tfds.tfrecord import crc32c, frame_record, read_records
+from thresher.sources.formats.tfds.convert import convert
+from thresher.sources.formats.tfds.tfrecord import crc32c, frame_record, read_records
 from tests.sources.tfds.expected import DATA, assert_same, load
 
 _IMAGES = load("images")

@@ -21,7 +21,7 @@ import thresher as th
 from tests.sources.remote.s3_server import S3Server
 from tests.sources.tfds.expected import DATA, assert_same, load
 from thresher.errors import ConfigError, ConversionRequiredError, SourceNotFoundError
-from thresher.sources.tfds.convert import convert
+from thresher.sources.formats.tfds.convert import convert
 
 
 @pytest.fixture(scope="module")

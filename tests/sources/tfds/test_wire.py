@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from thresher.sources.tfds.wire import WireError, decode_varints, parse_example
+from thresher.sources.formats.tfds.wire import WireError, decode_varints, parse_example
 
 
 
