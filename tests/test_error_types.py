@@ -119,9 +119,9 @@ def test_real_worker_failures_are_runtime_errors(warm_start: bool) -> None:
         list(th.Dataset.range(20).map(fail_on_5).prefetch(worker_count=2, warm_start=warm_start))
     assert isinstance(info.value, errors.TransformError) and isinstance(info.value.__cause__, ValueError)
     if warm_start:
-        return  # the first chunk runs in this process while the workers start: a crash there is not isolated
-    with pytest.raises(RuntimeError) as info:
-        list(th.Dataset.range(20).map(crash_on_5).prefetch(worker_count=2, warm_start=False))
+        return  # opted in: the first chunk runs in this process while the workers start, a crash there is not isolated
+    with pytest.raises(RuntimeError) as info:  # the default: isolated, Grain's "a worker that exits" case
+        list(th.Dataset.range(20).map(crash_on_5).prefetch(worker_count=2))
     assert isinstance(info.value, errors.WorkerError) and "exit code 3" in str(info.value)
 
 

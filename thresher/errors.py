@@ -159,7 +159,18 @@ class IncompleteDatasetError(SourceError):
 
 
 class WorkerError(ThresherError, RuntimeError):
-    """A worker process died or failed; the message names the worker and its exit code."""
+    """A worker process died or failed; the message names the worker and its exit code.
+
+    For a worker that died, these attributes are set (None when unknown): ``worker`` (its
+    index), ``pid``, ``exit_code`` (negative: the signal that ended it), ``positions`` (the
+    chunk it was computing, [start, stop)) and ``record_keys`` (that chunk's first keys).
+    """
+
+    worker: int | None = None
+    pid: int | None = None
+    exit_code: int | None = None
+    positions: tuple[int, int] | None = None
+    record_keys: list[int] | None = None
 
 
 class WorkerStuckError(WorkerError):

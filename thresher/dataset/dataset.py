@@ -325,13 +325,14 @@ class Dataset:
         return self._then(lambda at: N.Shard(at=at, options=options))
 
     def prefetch(self, worker_count: int = 0, buffer: int = 2, worker_mode: WorkerMode = "process",
-                 worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S, warm_start: bool = True) -> Dataset:
+                 worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S, warm_start: bool = False) -> Dataset:
         """Computes ahead in ``worker_count`` processes (``worker_mode="thread"``: threads),
         ``buffer`` chunks each. It changes speed only, never the elements; it applies to
         the whole pipeline (a mix or interleave component's own prefetch is ignored).
-        ``worker_timeout_s`` is the watchdog's limit and ``warm_start`` (first chunks
-        computed in this process while the worker processes start, so that a first batch
-        or a restore does not wait for them) is as in ``DataLoader``.
+        ``worker_timeout_s`` is the watchdog's limit and ``warm_start`` (opt-in: first
+        chunks computed in this process while the worker processes start, giving up their
+        isolation) is as in ``DataLoader``; by default every element is computed in a
+        worker, and the fork server starts now, in the background.
 
         Example:
             >>> import thresher as th
@@ -345,6 +346,10 @@ class Dataset:
         options = LoaderOptions(w, worker_mode=worker_mode, worker_timeout_s=worker_timeout_s)  # checked
         if not isinstance(warm_start, bool):
             raise ConfigError(f"prefetch warm_start must be True or False, got {warm_start!r}")
+        if w and options.worker_mode == "process":
+            from thresher.loader.warm_start import start_early
+
+            start_early()  # the fork server, while the model is built: the first iterator's workers then start fast
         return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b, worker_mode=str(options.worker_mode),
                                                 worker_timeout_s=options.worker_timeout_s, warm_start=warm_start))
 

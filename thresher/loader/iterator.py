@@ -144,7 +144,8 @@ class DataLoaderIterator:
         self._batcher = self._new_batcher()
         self._exhausted = False
         self._closed = False
-        self._producer = self._engine.producer(position, self._stats, self._decision, self._on_decision)
+        # The producer (and its workers) starts with the first next(): a set_state right after
+        # iter() (a restore) then starts the workers once, at the restored position.
 
     def _new_batcher(self) -> Batcher:
         # With exclusions and no Filter before the Batch, a batch stays its step's positions (one
@@ -230,8 +231,10 @@ class DataLoaderIterator:
                     self._ledger.end(self._ledger_from, self._ledger_from if stop is None else stop)
                 self._stop()
                 raise StopIteration
-            assert self._producer is not None
             try:
+                if self._producer is None:
+                    self._producer = self._engine.producer(self._state_position, self._stats, self._decision,
+                                                           self._on_decision)
                 chunk = self._producer.next_chunk()
             except BaseException:
                 self.close()
