@@ -9,8 +9,8 @@ are about 0.6 s of CPU) the first batches decide a short run. This measures what
 user waits for: from the loader's construction to each batch of one epoch of W8
 (ArrayRecord of ImageNet-sized JPEGs, shuffle, decode, random-resized crop to 224, flip,
 Batch(256)), in a new interpreter per run that has imported jax and torch (imports are
-not counted). Rows run interleaved, each with the same functions: thresher (warm start,
-the default; ``warm_start=False``; worker threads) and the PyTorch DataLoader (fork).
+not counted). Rows run interleaved, each with the same functions: thresher (every chunk in
+a worker, the default; ``warm_start=True``; worker threads) and the PyTorch DataLoader (fork).
 
 Reported per row (medians): time to the first batch, to the third, to the whole epoch,
 images/s over the epoch, and images per CPU-second (this process and its workers).
@@ -61,7 +61,7 @@ print(json.dumps({{"arrivals": arrivals, "images": images, "cpu_s": cpu_s}}))
 """
 
 ROWS = (("thresher w2", "thresher_loader", {"workers": 2}),
-        ("thresher w2 warm_start=False", "thresher_loader", {"workers": 2, "warm_start": False}),
+        ("thresher w2 warm_start=True", "thresher_loader", {"workers": 2, "warm_start": True}),
         ("thresher w2 (worker threads)", "thresher_loader", {"workers": 2, "mode": "thread"}),
         ("torch w2 (fork)", "torch_loader", {"workers": 2}))
 

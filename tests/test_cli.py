@@ -111,7 +111,7 @@ def test_prepare_from_jsonl_with_image_paths(tmp_path):
     assert f["tokens"] == th.features.Tensor((None,), "int64")
     assert f["vec"] == th.features.Tensor((1, 2), "float64")
     assert f["meta"]["ok"] == th.features.Scalar("bool")
-    assert f["pic"] == th.features.Image((None, None, 1), encoding="png")
+    assert f["pic"] == th.features.Image((None, None, 1), encoding="original")
     ex = th.data_source(out, split="train")[2]
     assert ex["tokens"].tolist() == [0, 1, 2] and ex["meta"]["ok"] and ex["pic"].shape == (3, 3, 1)
 
@@ -176,3 +176,51 @@ def test_version_is_the_installed_distribution_version():
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"thresher {version('thresher')}" == f"thresher {th.__version__}"
+
+
+def test_help_names_every_command_and_the_docs_cover_them(capsys):
+    from thresher.cli import _parser
+
+    commands = sorted(_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert main(["--help"]) == 0
+    description = capsys.readouterr().out.split("positional arguments")[0]
+    with open(os.path.join(REPO, "docs", "cli.md"), encoding="utf-8") as f:
+        cli_md = f.read()
+    for command in commands:
+        assert command in description, command
+        assert f"thresher {command}" in cli_md, command
+
+
+def test_demo_help_names_the_command_that_ran_it():
+    env = dict(os.environ, PYTHONPATH=REPO)
+    out = subprocess.run([sys.executable, "-m", "thresher.demo", "--help"], capture_output=True, text=True,
+                         env=env, timeout=120).stdout
+    assert out.startswith("usage: python -m thresher.demo ")
+
+
+def test_extras_table_lists_every_extra():
+    import re
+    import tomllib
+
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        extras = set(tomllib.load(f)["project"]["optional-dependencies"])
+    with open(os.path.join(REPO, "docs", "index.md"), encoding="utf-8") as f:
+        table = [line for line in f if line.startswith("| `")]
+    listed = {name for line in table for name in re.findall(r"`([a-z]+)`", line.split("|")[1])}
+    assert extras <= listed, sorted(extras - listed)
+
+
+@pytest.mark.parametrize("option", ["--class-label", "--image"])
+def test_a_misspelt_column_lists_the_real_ones(tmp_path, capsys, option):
+    (tmp_path / "iris.csv").write_text("length,species\n1.5,setosa\n2,virginica\n")
+    assert main(["prepare", str(tmp_path / "out"), "--split", "train", str(tmp_path / "iris.csv"),
+                 option, "specie", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "'specie'" in err and "['length', 'species']" in err
+
+
+def test_a_misspelt_array_lists_the_real_ones(tmp_path, capsys):
+    np.savez(tmp_path / "train.npz", x=np.zeros((3, 2)), target=np.arange(3))
+    assert main(["prepare", str(tmp_path / "out"), "--split", "train", str(tmp_path / "train.npz"),
+                 "--class-label", "targets", "--quiet"]) == 2
+    assert "['target', 'x']" in capsys.readouterr().err

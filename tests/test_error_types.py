@@ -22,7 +22,7 @@ from thresher import errors
 from thresher.loader.pool.remote_errors import describe_exception, rebuild_exception
 
 # The builtins a caller may catch, and which of them each thresher error is.
-BUILTINS = (ValueError, TypeError, OSError, FileNotFoundError, IndexError, RuntimeError)
+BUILTINS = (ValueError, TypeError, OSError, FileNotFoundError, IndexError, RuntimeError, ImportError)
 MAPPING: dict[str, set[type]] = {
     "ThresherError": set(),
     "ConfigError": {ValueError},
@@ -30,7 +30,7 @@ MAPPING: dict[str, set[type]] = {
     "SourceError": {OSError},
     "SourceNotFoundError": {OSError, FileNotFoundError},
     "CorruptSourceError": {OSError, ValueError},
-    "RecordKeyError": {IndexError},
+    "RecordKeyError": {IndexError, ValueError},  # IndexError as Grain, ValueError as TFDS
     "TransformError": {RuntimeError},
     "BatchError": {ValueError},
     "StateError": {ValueError},
@@ -46,7 +46,9 @@ MAPPING: dict[str, set[type]] = {
     "CacheError": {RuntimeError},
     "RandomAccessError": {TypeError},
     "ConversionRequiredError": {OSError},
+    "MissingExtraError": {ImportError},  # a ModuleNotFoundError naming pip install "thresher[extra]"
     "ReadTimeoutError": {OSError},  # and TimeoutError, as the builtin for a time limit
+    "WriteError": {OSError},  # with the system's errno (ENOSPC)
 }
 
 
@@ -117,9 +119,9 @@ def test_real_worker_failures_are_runtime_errors(warm_start: bool) -> None:
         list(th.Dataset.range(20).map(fail_on_5).prefetch(worker_count=2, warm_start=warm_start))
     assert isinstance(info.value, errors.TransformError) and isinstance(info.value.__cause__, ValueError)
     if warm_start:
-        return  # the first chunk runs in this process while the workers start: a crash there is not isolated
-    with pytest.raises(RuntimeError) as info:
-        list(th.Dataset.range(20).map(crash_on_5).prefetch(worker_count=2, warm_start=False))
+        return  # opted in: the first chunk runs in this process while the workers start, a crash there is not isolated
+    with pytest.raises(RuntimeError) as info:  # the default: isolated, Grain's "a worker that exits" case
+        list(th.Dataset.range(20).map(crash_on_5).prefetch(worker_count=2))
     assert isinstance(info.value, errors.WorkerError) and "exit code 3" in str(info.value)
 
 

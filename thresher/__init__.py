@@ -21,8 +21,10 @@ from thresher.loader import (
     merge_states,
     plot_timeline,
     trace,
+    upgrade_state,
 )
 from thresher.samplers import (
+    BlockShuffle,
     IndexSampler,
     NoSharding,
     RecordMetadata,
@@ -44,6 +46,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Batch",
+    "BlockShuffle",
     "DataLoader",
     "DataLoaderIterator",
     "Dataset",
@@ -77,4 +80,5 @@ __all__ = [
     "splits",
     "trace",
     "transforms",
+    "upgrade_state",
 ]

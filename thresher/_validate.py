@@ -1,4 +1,5 @@
-"""One checker for integer options (internal): bools are not ints, NumPy ints are.
+"""Checkers for user input (internal): integer options (bools are not ints, NumPy ints are)
+and the paths a user gives (``~`` and environment variables expanded, as a shell would).
 
 Example:
     >>> from thresher._validate import check_int
@@ -11,17 +12,26 @@ Example:
     ... except ValueError as e:
     ...     print(e)
     chunk_size must be an int >= 1, got True
+    >>> import os
+    >>> user_path("~/data") == os.path.join(os.path.expanduser("~"), "data")
+    True
+    >>> user_path("s3://bucket/~x/$HOME")
+    's3://bucket/~x/$HOME'
 """
 
 from __future__ import annotations
 
+import os
+import re
 from typing import TypeGuard
 
 import numpy as np
 
 from thresher.errors import ConfigError
 
-__all__ = ["check_count", "check_int", "is_int"]
+__all__ = ["check_count", "check_int", "is_int", "user_path"]
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def is_int(value: object, minimum: int | None = None, maximum: int | None = None) -> TypeGuard[int | np.integer]:
@@ -80,3 +90,14 @@ def check_count(
     out = check_int(value, name, minimum=minimum, error=error, also=also)
     assert out is not None
     return out
+
+
+def user_path(path: str | os.PathLike[str]) -> str:
+    """A path the user gave, as a shell would have read it: ``~`` / ``~user`` and ``$VAR`` /
+    ``${VAR}`` expanded (unknown variables are left as written). URLs (``s3://``, ``gs://``,
+    ``https://``, ``file://``) are returned unchanged: object keys may hold ``~`` and ``$``.
+    """
+    text = os.fspath(path)
+    if _URL.match(text):
+        return text
+    return os.path.expandvars(os.path.expanduser(text))

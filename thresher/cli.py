@@ -1,4 +1,4 @@
-"""The ``thresher`` command: ``info``, ``prepare``, ``convert`` and ``demo``.
+"""The ``thresher`` command: ``info``, ``prepare``, ``convert``, ``explain``, ``audit`` and ``demo``.
 
 ::
 
@@ -29,7 +29,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from thresher.errors import ConfigError, ThresherError
+from thresher._validate import user_path
+from thresher.errors import ConfigError, ThresherError, WriteError
 
 __all__ = ["main"]
 
@@ -81,8 +82,13 @@ def _tfds_info(b: Any, as_json: bool) -> None:
     if info.description:
         print(info.description)
     formats = ", ".join((info.file_format, *info.alternative_file_formats))
-    print(f"format: written by TensorFlow Datasets, shards: {formats}"
-          + ("" if info.has_array_record else " (run `thresher convert` for random access)"))
+    if info.has_array_record:
+        note = ""
+    elif info.file_format == "tfrecord":
+        note = " (read in place through cached offset indexes; `thresher convert` makes an ArrayRecord copy)"
+    else:
+        note = " (run `thresher convert` for random access)"
+    print(f"format: written by TensorFlow Datasets, shards: {formats}{note}")
     _print_splits(info)
     print("features:")
     print("\n".join(_feature_lines(info.features)))
@@ -182,13 +188,13 @@ def _version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="thresher", description="thresher datasets: inspect, "
-                                "convert, demo.")
+    p = argparse.ArgumentParser(prog="thresher", description="thresher datasets and runs: inspect (info), "
+                                "prepare, convert, explain a step, audit a run's ledgers, demo.")
     p.add_argument("--version", action="version", version=f"thresher {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     info = sub.add_parser("info", help="print a prepared dataset's splits, sizes and features")
-    info.add_argument("path", help="a prepared dataset directory, or one written by "
+    info.add_argument("path", type=user_path, help="a prepared dataset directory, or one written by "
                                    "TensorFlow Datasets")
     info.add_argument("--json", action="store_true", help="print dataset_info.json")
     info.add_argument("--verify", action="store_true",
@@ -198,15 +204,16 @@ def _parser() -> argparse.ArgumentParser:
         "prepare", help="convert local files into a prepared dataset",
         description="Inputs per split: .npz files, .npy files (KEY=file.npy names the "
                     "feature), one folder with a subfolder per class, or .csv/.jsonl tables.")
-    prep.add_argument("out", help="the dataset directory to create")
+    prep.add_argument("out", type=user_path, help="the dataset directory to create")
     prep.add_argument("--split", nargs="+", action="append", required=True,
                       metavar=("NAME", "INPUT"), help="a split and its input(s); repeat per split")
     prep.add_argument("--class-label", action="append", default=[], metavar="KEY",
                       help="treat this column/array as a class label (repeatable)")
     prep.add_argument("--image", action="append", default=[], metavar="KEY",
                       help="treat this array (or table column of file paths) as an image")
-    prep.add_argument("--image-encoding", choices=["png", "jpeg", "none"],
-                      help="how images are stored (default: png from files, none from arrays)")
+    prep.add_argument("--image-encoding", choices=["original", "png", "jpeg", "none"],
+                      help="how images are stored (default: original from files, i.e. their bytes as "
+                           "they are; none from arrays); png/jpeg re-encode")
     prep.add_argument("--channels", type=int, choices=[1, 3, 4], default=3,
                       help="channels of images read from files (default 3)")
     prep.add_argument("--num-shards", type=int,
@@ -222,9 +229,9 @@ def _parser() -> argparse.ArgumentParser:
         "convert", help="convert a tfrecord TFDS dataset to ArrayRecord (random access)",
         description="Reads the tfrecord shards of a TFDS-written dataset (no TensorFlow "
                     "needed) and writes the same records to array_record shards.")
-    conv.add_argument("path", help="a TFDS version directory, or a dataset directory "
+    conv.add_argument("path", type=user_path, help="a TFDS version directory, or a dataset directory "
                                    "(its newest version)")
-    conv.add_argument("--out", help="write a converted copy here (default: in place, beside "
+    conv.add_argument("--out", type=user_path, help="write a converted copy here (default: in place, beside "
                                     "the tfrecord shards)")
     conv.add_argument("--no-verify", action="store_true",
                       help="skip the per-record data CRC32C check (faster)")
@@ -233,16 +240,16 @@ def _parser() -> argparse.ArgumentParser:
     exp.add_argument("--pipeline", required=True, metavar="MODULE:FUNCTION",
                      help="a function that takes no argument and returns the run's DataLoader")
     exp.add_argument("--step", required=True, type=int, help="the step (counted as in the run without skips)")
-    exp.add_argument("--state", help="a state saved by the run (its skipped steps are shown)")
+    exp.add_argument("--state", type=user_path, help="a state saved by the run (its skipped steps are shown)")
     exp.add_argument("--process-index", type=int, help="one process (default: all)")
-    exp.add_argument("--ledger", metavar="DIR",
+    exp.add_argument("--ledger", metavar="DIR", type=user_path,
                      help="the run's ledger (DataLoader(..., ledger=DIR) or it.ledger(DIR)): needed when a "
                           "Filter or pack makes steps depend on the data")
     exp.add_argument("--json", action="store_true", help="print JSON")
 
     aud = sub.add_parser("audit", help="check from the ledgers that every record was delivered exactly once "
                                        "(exit status 1 if not)")
-    aud.add_argument("directory", help="the ledger directory (DataLoader(..., ledger=DIR))")
+    aud.add_argument("directory", type=user_path, help="the ledger directory (DataLoader(..., ledger=DIR))")
     aud.add_argument("--json", action="store_true", help="print JSON")
 
     sub.add_parser("demo", help="run the thresher demo (arguments are passed to it)",
@@ -272,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _prepare(args)
     except ThresherError as e:
         print(f"thresher {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(e, WriteError) else 2
     except OSError as e:
         print(f"thresher {args.command}: error: {e}", file=sys.stderr)
         return 1

@@ -7,7 +7,9 @@ builtin that Grain or TFDS raises for the same case, so code written against the
 - an invalid option or value: ``ValueError`` (``ConfigError``, ``StateError``, ``SplitError``, ...);
 - an argument of the wrong type: ``TypeError`` (``ConfigTypeError``, ``RandomAccessError``);
 - a file that is not there: ``FileNotFoundError``; any other unreadable source: ``OSError``;
-- a key out of range: ``IndexError``;
+- a key out of range: ``IndexError`` (Grain) and ``ValueError`` (TFDS);
+- an optional dependency that is not installed: ``ModuleNotFoundError`` (``MissingExtraError``, whose
+  message names the ``pip install "thresher[extra]"`` to run);
 - a failure while the pipeline runs (a worker, a user operation, a cache): ``RuntimeError``.
 
 Example:
@@ -34,6 +36,7 @@ __all__ = [
     "IncompatibleStateError",
     "IncompleteDatasetError",
     "InvalidStateError",
+    "MissingExtraError",
     "RandomAccessError",
     "ReadTimeoutError",
     "RecordKeyError",
@@ -45,6 +48,7 @@ __all__ = [
     "TransformError",
     "WorkerError",
     "WorkerStuckError",
+    "WriteError",
 ]
 
 
@@ -74,12 +78,23 @@ class SourceNotFoundError(SourceError, FileNotFoundError):
     """A path or glob names no existing file."""
 
 
+class WriteError(SourceError):
+    """A file could not be written (a full disk, a quota, a file-size limit, permissions).
+
+    An ``OSError`` whose ``errno`` is the system's (``errno.ENOSPC`` for a full disk) and
+    whose ``filename`` is the file being written; nothing was left at that path.
+    """
+
+
 class CorruptSourceError(SourceError, ValueError):
     """A file exists but is not a readable ArrayRecord file (another format, truncated, corrupt)."""
 
 
-class RecordKeyError(ThresherError, IndexError):
-    """A record key is outside ``[0, len(source))``; the message gives the key and the length."""
+class RecordKeyError(ThresherError, IndexError, ValueError):
+    """A record key is outside ``[0, len(source))``; the message gives the key and the length.
+
+    Also an ``IndexError`` (what Grain and Python sequences raise) and a ``ValueError`` (what a
+    TFDS data source raises)."""
 
 
 class TransformError(ThresherError, RuntimeError):
@@ -144,7 +159,18 @@ class IncompleteDatasetError(SourceError):
 
 
 class WorkerError(ThresherError, RuntimeError):
-    """A worker process died or failed; the message names the worker and its exit code."""
+    """A worker process died or failed; the message names the worker and its exit code.
+
+    For a worker that died, these attributes are set (None when unknown): ``worker`` (its
+    index), ``pid``, ``exit_code`` (negative: the signal that ended it), ``positions`` (the
+    chunk it was computing, [start, stop)) and ``record_keys`` (that chunk's first keys).
+    """
+
+    worker: int | None = None
+    pid: int | None = None
+    exit_code: int | None = None
+    positions: tuple[int, int] | None = None
+    record_keys: list[int] | None = None
 
 
 class WorkerStuckError(WorkerError):
@@ -191,3 +217,10 @@ class ReadTimeoutError(SourceError, TimeoutError):
 class ConversionRequiredError(SourceError):
     """A dataset is stored in a format without random access (TFDS's tfrecord shards); the
     message names the command that converts it (``thresher convert <dir>``)."""
+
+
+class MissingExtraError(ThresherError, ModuleNotFoundError):
+    """An optional dependency is not installed; the message names the ``pip install "thresher[extra]"``
+    that installs it. Also a ``ModuleNotFoundError`` (``name`` is the missing module), so
+    ``except ImportError:`` keeps working. Raised by :func:`thresher._optional.require`.
+    """

@@ -107,11 +107,9 @@ def restore(cfg: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
     position = int(cfg["position"])
     endless = position >= data["num_records"]
     epochs = None if endless else 1
-    # The saved state: any state of this pipeline with its position moved (the field is plain data).
-    with _iterate(_loader("W4", cfg, data, epochs)) as it0:
-        state = it0.get_state()
-    state["position"] = position
-    state["global_position"] = position
+    # The state an iterator of this pipeline saves at ``position`` (states are signed: the loader
+    # makes it, as a run that got there would have; editing a saved state's position is refused).
+    state = _loader("W4", cfg, data, epochs).state_at(position).to_json()
 
     def once() -> tuple[float, int]:
         t0 = time.perf_counter()

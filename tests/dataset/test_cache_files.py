@@ -146,6 +146,22 @@ def test_a_changed_cache_file_is_detected(tmp_path, damage: str) -> None:
         list(ds.cache(path))
 
 
+@pytest.mark.parametrize("name", ["../outside.array_record", "/etc/passwd", "sub/c.array_record", "..", ""])
+def test_a_cache_sidecar_naming_a_part_outside_its_folder_is_refused(tmp_path, name: str) -> None:
+    os.makedirs(tmp_path / "cache")
+    path = str(tmp_path / "cache" / "c.array_record")
+    ds = D.range(3)
+    list(ds.cache(path))
+    write_array_record(str(tmp_path / "outside.array_record"), [PLAIN.dumps(i) for i in range(3)])
+    with open(path + ".json") as f:
+        meta = json.load(f)
+    meta["parts"][0]["file"] = name
+    with open(path + ".json", "w") as f:
+        json.dump(meta, f)
+    with pytest.raises(th.errors.CacheError, match="names a bad part"):
+        list(ds.cache(path))
+
+
 def test_a_cache_sidecar_of_an_older_format_is_refused(tmp_path) -> None:
     path = str(tmp_path / "c.array_record")
     ds = D.range(3)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import thresher as th
 from tests.dataset.spec import build, run_fresh_many, take
+from tests.state_edits import edited
 from thresher.dataset.mix import MixSchedule
 
 D = th.Dataset
@@ -102,7 +103,7 @@ def test_mixture_resumes_exactly_in_a_fresh_process_and_restores_in_constant_tim
         want.append(full[k:])
     assert run_fresh_many(jobs) == want
     # O(1) restore: position 8 * 10**11 costs what position 8 costs
-    state = dict(jobs[1]["state"], position=8 * 10**11, global_position=8 * 10**11)
+    state = edited(jobs[1]["state"], position=8 * 10**11, global_position=8 * 10**11)  # re-signed
     it = iter(build(MIX_SPEC))
     t = time.perf_counter()
     it.set_state(state)

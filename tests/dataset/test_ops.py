@@ -173,3 +173,15 @@ def test_each_op_same_output_for_worker_counts() -> None:
         full = take(build(spec), LIMIT)
         for workers in (1, 2):
             assert take(build(spec, worker_count=workers), LIMIT) == full, (spec, workers)
+
+
+def test_pipe_calls_the_function_with_the_dataset() -> None:
+    import thresher as th
+
+    def augment(ds: th.Dataset, k: int, *, times: int = 1) -> th.Dataset:
+        return ds.map(lambda x: (x + k) * times)
+
+    ds = th.Dataset.range(4).pipe(augment, 10, times=2).batch(2)
+    assert [b.tolist() for b in ds] == [[20, 22], [24, 26]]
+    with pytest.raises(TypeError):
+        th.Dataset.range(4).pipe(3)  # type: ignore[arg-type]

@@ -1,5 +1,5 @@
-"""``Dataset.prefetch(warm_start=...)``: the first chunks computed in this process while the
-worker processes start change when work happens, never the elements or the states."""
+"""``Dataset.prefetch(warm_start=...)`` (opt-in): the first chunks computed in this process while
+the worker processes start change when work happens, never the elements or the states."""
 
 from __future__ import annotations
 
@@ -49,10 +49,11 @@ def test_warm_start_on_and_off_give_the_elements_and_states_of_no_workers(name: 
 
 def test_warm_start_is_described_and_checked() -> None:
     ds = th.Dataset.range(4)
-    assert ds.prefetch(worker_count=2, warm_start=False).nodes[-1].describe() == (
-        "prefetch(worker_count=2, buffer=2, warm_start=False)")
-    assert "warm_start" not in ds.prefetch(worker_count=2).nodes[-1].describe()
+    assert ds.prefetch(worker_count=2, warm_start=True).nodes[-1].describe() == (
+        "prefetch(worker_count=2, buffer=2, warm_start=True)")
+    assert "warm_start" not in ds.prefetch(worker_count=2).nodes[-1].describe()  # off by default
+    assert ds.prefetch(worker_count=2).nodes[-1].warm_start is False
     # speed only: the fingerprint (what a state is checked against) does not change
-    assert ds.prefetch(worker_count=2, warm_start=False).fingerprint() == ds.prefetch(worker_count=2).fingerprint()
+    assert ds.prefetch(worker_count=2, warm_start=True).fingerprint() == ds.prefetch(worker_count=2).fingerprint()
     with pytest.raises(ConfigError, match="warm_start"):
         ds.prefetch(worker_count=2, warm_start="no")  # type: ignore[arg-type]

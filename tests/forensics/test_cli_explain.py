@@ -54,3 +54,32 @@ def test_cli_names_a_bad_pipeline(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explain", "--pipeline", "nocolon", "--step", "0"]) == 2
     assert "MODULE:FUNCTION" in capsys.readouterr().err
     assert th.explain is th.forensics.explain
+
+
+CONSOLE_SCRIPT = '''\
+import re
+import sys
+from thresher.cli import main
+if __name__ == "__main__":
+    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
+    sys.exit(main())
+'''
+
+
+def test_console_script_imports_a_pipeline_beside_the_user(tmp_path: Path) -> None:
+    # What pip writes as bin/thresher: sys.path[0] is the bin folder, not the current directory.
+    import os
+    import subprocess
+
+    bin_dir, work = tmp_path / "bin", tmp_path / "work"
+    bin_dir.mkdir()
+    work.mkdir()
+    (bin_dir / "thresher").write_text(CONSOLE_SCRIPT)
+    (work / "my_cwd_pipeline.py").write_text(PIPELINE)
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, PYTHONPATH=root)
+    proc = subprocess.run([sys.executable, "-P", str(bin_dir / "thresher"), "explain", "--pipeline",
+                           "my_cwd_pipeline:loader", "--step", "1", "--json"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(proc.stdout)["elements"]) == 4

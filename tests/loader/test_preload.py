@@ -32,3 +32,71 @@ def test_preloaded_modules_are_in_the_workers_and_the_rest_is_not() -> None:
     preloaded = start_method() == "forkserver"
     assert out.stdout.split("]")[0] + "]" == f"[({preloaded}, False)]"
     assert out.stdout.strip().endswith("False")  # the main process never imported it
+
+
+SCRIPT = """\
+import os
+import time
+
+with open(__file__ + ".log", "a") as log:  # what a heavy import (torch, jax) costs: once per process that runs it
+    log.write(f"{os.getpid()}\\n")
+
+import thresher as th
+
+
+def pid(x):
+    return os.getpid()
+
+
+if __name__ == "__main__":
+    loader = th.DataLoader(th.sources.RangeDataSource(0, 8), th.IndexSampler(8), [pid], worker_count=2, chunk_size=2)
+    workers = set()
+    for epoch in range(2):
+        workers |= set(loader)
+    print(sorted(workers))
+"""
+
+
+def test_workers_of_a_script_do_not_run_its_top_level_again(tmp_path) -> None:
+    """The fork server and its workers never run it: thresher ships the pipeline by value."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    workers = set(eval(out.stdout.strip().splitlines()[-1]))
+    ran = [int(line) for line in (tmp_path / "train.py.log").read_text().split()]
+    assert len(workers) == 4  # two epochs of two workers
+    assert not workers & set(ran), "a worker ran the script's top level again"
+    assert len(ran) == (1 if start_method() == "forkserver" else 1 + len(workers))  # this process only
+
+
+OWN_POOL = """\
+import multiprocessing
+import os
+
+with open(__file__ + ".log", "a") as log:
+    log.write(f"{os.getpid()}\\n")
+
+import thresher as th
+
+
+def square(x):  # pickled by reference (plain pickle): a worker must run the script to find it
+    return x * x
+
+
+if __name__ == "__main__":
+    loader = th.DataLoader(th.sources.RangeDataSource(0, 4), th.IndexSampler(4), [square], worker_count=1)
+    print(list(loader))
+    with multiprocessing.get_context("forkserver").Pool(1) as pool:  # the user's own job, on the same server
+        print(pool.map(square, range(4)))
+"""
+
+
+def test_a_multiprocessing_job_of_the_users_own_still_finds_the_main_modules_functions(tmp_path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(OWN_POOL)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[0,", "1,", "4,", "9]", "[0,", "1,", "4,", "9]"]
+    ran = (tmp_path / "job.py.log").read_text().split()
+    assert len(ran) == 2  # this process, and the pool's worker when it looked `square` up

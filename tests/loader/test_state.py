@@ -9,6 +9,7 @@ import time
 import pytest
 
 import thresher as th
+from tests.state_edits import edited
 from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError
 
 
@@ -42,7 +43,8 @@ def test_state_is_small_json_with_the_documented_fields() -> None:
     state = it.get_state()
     text = json.dumps(state)
     assert len(text) < 1024
-    assert state["version"] == 1 and state["position"] == 4 and state["global_position"] == 4
+    assert state["version"] == 2 and state["position"] == 4 and state["global_position"] == 4
+    assert isinstance(state["digest"], str) and len(state["digest"]) == 32
     assert set(state["stream"]) >= {"num_records", "shuffle", "seed", "num_epochs", "operations"}
     assert set(state["geometry"]) >= {"shard_index", "shard_count", "block_size", "batch_size"}
 
@@ -56,9 +58,7 @@ def test_restore_is_o1_no_replay() -> None:
         loader = th.DataLoader(src, th.IndexSampler(1000, shuffle=True, seed=3, num_epochs=None),
                                [th.Batch(8)], chunk_size=64)
         it = iter(loader)
-        state = it.get_state()
-        state["position"] = position
-        state["global_position"] = None
+        state = edited(it.get_state(), position=position, global_position=None)  # a hand-made position
         t0 = time.perf_counter()
         it.set_state(state)
         batch = next(it)

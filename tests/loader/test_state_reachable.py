@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import thresher as th
+from tests.state_edits import edited
 from thresher.errors import InvalidStateError
 
 
@@ -17,12 +18,19 @@ def _loader(n: int, ops: list, **kw: object) -> th.DataLoader:
 
 
 def _edited(loader: th.DataLoader, position: int) -> dict:
+    """A state at ``position``, re-signed (tests/state_edits.py): the position checks behind the digest."""
     it = iter(loader)
     state = it.get_state()
     it.close()
-    state = json.loads(json.dumps(state))
-    state["position"] = position
-    return state
+    return edited(json.loads(json.dumps(state)), position=position)
+
+
+def test_an_edited_position_is_refused_by_the_digest_even_where_reachable() -> None:
+    loader = _loader(64, [th.Batch(8)])
+    it = iter(loader)
+    state = dict(it.get_state(), position=16)  # a reachable position, but not this state's
+    with pytest.raises(InvalidStateError, match="changed after it was saved"):
+        it.set_state(state)
 
 
 def test_mid_batch_position_is_refused_naming_the_batch_size() -> None:

@@ -1,6 +1,7 @@
-"""The default warm start with real worker processes: each iterator (a first one, a restore)
-computes its first chunks here while its workers start, then the workers take over, and the
-batches are those of worker_count=0."""
+"""The warm start (opt-in: ``warm_start=True``) with real worker processes: each iterator (a
+first one, a restore) computes its first chunks here while its workers start, then the workers
+take over, and the batches are those of worker_count=0. Without it (the default) every chunk
+comes from a worker."""
 
 from __future__ import annotations
 
@@ -46,9 +47,10 @@ def _until_workers(it: Any, first: int, limit_s: float = 60.0) -> list[dict[str,
     return got
 
 
-def test_warm_start_is_the_default() -> None:
+def test_warm_start_is_opt_in() -> None:
     loader = th.DataLoader(th.sources.RangeDataSource(0, 8), th.IndexSampler(8), [th.Batch(4)])
-    assert loader.warm_start is True
+    assert loader.warm_start is False
+    assert th.DataLoader(loader.data_source, loader.sampler, [th.Batch(4)], warm_start=True).warm_start is True
 
 
 @given(seed=st.integers(0, 2**32), chunk=st.sampled_from([8, 16, 24]), step=st.integers(0, 60))
@@ -96,6 +98,12 @@ def test_without_warm_start_every_chunk_comes_from_a_worker(records_path: str, n
     with iter(_loader(records_path, 2, 3, 16, warm=False)) as it:
         pids = {int(next(it)["pid"][0]) for _ in range(10)}
     assert os.getpid() not in pids and len(pids) == 2
+    source = th.sources.ArrayRecordSource(records_path)  # the default: the same, from the first batch on
+    default = th.DataLoader(source, th.IndexSampler(len(source)), [wh.decode, with_pid, th.Batch(8)], worker_count=2,
+                            chunk_size=16)
+    with iter(default) as it:
+        pids = {int(next(it)["pid"][0]) for _ in range(10)}
+    assert os.getpid() not in pids and len(pids) == 2
 
 
 _RELEASE = threading.Event()
@@ -109,7 +117,7 @@ def hang_on_5(x: int) -> int:
 
 def test_a_warm_start_chunk_that_hangs_is_a_stuck_error(no_leaks: None) -> None:
     loader = th.DataLoader(th.sources.RangeDataSource(0, 64), th.IndexSampler(64), [hang_on_5, th.Batch(4)],
-                           worker_count=2, chunk_size=8, worker_timeout_s=1)
+                           worker_count=2, chunk_size=8, worker_timeout_s=1, warm_start=True)
     began = time.monotonic()
     try:
         with pytest.raises(th.errors.WorkerStuckError) as err, iter(loader) as it:

@@ -72,6 +72,55 @@ def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path) -> None:
     assert "os._exit" not in last and "segmentation" not in last and "out of memory" not in last
 
 
+SMALL_NO_GUARD = """\
+import sys
+import thresher as th
+
+n, warm = int(sys.argv[1]), sys.argv[2] == "warm"
+loader = th.DataLoader(th.sources.RangeDataSource(0, n), th.IndexSampler(n), [abs, th.Batch(5)], worker_count=2,
+                       warm_start=warm)
+it = iter(loader)
+print("first batch", next(it).tolist(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("n, warm", [(10, "default"), (10**6, "default"), (10, "warm")])
+def test_a_missing_guard_is_an_error_on_the_first_batch_whatever_the_data_size(tmp_path, n: int, warm: str) -> None:
+    (tmp_path / "train.py").write_text(SMALL_NO_GUARD)
+    proc = _python(["train.py", str(n), warm], str(tmp_path))
+    assert proc.returncode == 1 and "first batch" not in proc.stdout, proc.stdout[-2000:]
+    last = _last_line(proc)
+    assert last.startswith("thresher.errors.WorkerError:"), proc.stderr[-3000:]
+    assert GUARD_ADVICE in last and "before its first chunk" in last and "train.py" in last
+
+
+TRACEBACK = """\
+import thresher as th
+
+
+def parse(x):
+    if x == 7:
+        raise ValueError("record seven is corrupt")
+    return x
+
+
+if __name__ == "__main__":
+    loader = th.DataLoader(th.sources.RangeDataSource(0, 20), th.IndexSampler(20), [parse, th.Batch(4)],
+                           worker_count=2, chunk_size=4)
+    list(loader)
+"""
+
+
+def test_a_worker_traceback_names_the_scripts_file_line_and_source(tmp_path) -> None:
+    (tmp_path / "train.py").write_text(TRACEBACK)
+    proc = _python(["train.py"], str(tmp_path))
+    assert proc.returncode == 1
+    where = f'File "{tmp_path / "train.py"}", line 6, in parse\n    raise ValueError("record seven is corrupt")'
+    assert where in proc.stderr, proc.stderr[-3000:]
+    assert "<dynamic-code>" not in proc.stderr
+    assert "worker 1 of 2" in proc.stderr  # chunk 1 (positions 4..7)
+
+
 def test_the_same_script_with_the_guard_runs(tmp_path) -> None:
     (tmp_path / "train.py").write_text(GUARDED)
     proc = _python(["train.py"], str(tmp_path))

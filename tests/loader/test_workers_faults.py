@@ -140,13 +140,13 @@ def test_a_pipeline_the_workers_cannot_load_is_a_worker_error(tmp_path: Any) -> 
     try:
         spec.loader.exec_module(module)
         loader = th.DataLoader(th.sources.RangeDataSource(0, 8), th.IndexSampler(8), [module.double, th.Batch(4)],
-                               worker_count=2, warm_start=False)
+                               worker_count=2)
         with pytest.raises(WorkerError, match=r"could not load the pipeline .*elsewhere_ops"):
             next(iter(loader))
-        # With the warm start the first batches come from this process; the error comes as soon as
-        # the workers say they could not load the pipeline, before any chunk is given to them.
+        # With the warm start (opted in) the first batches come from this process; the error comes as
+        # soon as the workers say they could not load the pipeline, before any chunk is given to them.
         warm = th.DataLoader(th.sources.RangeDataSource(0, 10**6), th.IndexSampler(10**6),
-                             [module.double, th.Batch(4)], worker_count=2, chunk_size=4)
+                             [module.double, th.Batch(4)], worker_count=2, chunk_size=4, warm_start=True)
         got = []
         with pytest.raises(WorkerError, match=r"could not load the pipeline .*elsewhere_ops"), iter(warm) as it:
             for batch in it:

@@ -55,9 +55,11 @@ def busy(records_path: str) -> Any:
 class TestInProcess:
     def test_exhausting_the_iterator_stops_the_workers_at_once(self, records_path: str) -> None:
         it = iter(wh.build(records_path, batch=8, workers=2))
+        assert not _workers()  # they start with the first next() (a set_state before it starts them once)
+        next(it)
         pids = [p.pid for p in _workers()]
         assert len(pids) == 2
-        assert len(list(it)) == 25
+        assert len(list(it)) == 24
         assert not _alive(pids)
 
     def test_close_stops_busy_workers_within_two_seconds(self, busy: Any) -> None:
@@ -98,8 +100,8 @@ class TestInProcess:
             next(it)
             it.set_state(state)
             assert not _alive(old)
+            next(it)  # the new workers start with it
             assert len(_workers()) == 2
-            next(it)
 
     def test_a_hundred_iterators_in_a_row_leak_nothing(self, records_path: str) -> None:
         loader = wh.build(records_path, batch=8, shuffle=True, seed=3, random_map=True, workers=2)
@@ -116,8 +118,8 @@ class TestInProcess:
 
     def test_the_first_batch_comes_fast(self, records_path: str) -> None:
         loader = wh.build(records_path, batch=16, random_map=True, workers=2)
-        with iter(loader):
-            pass  # the fork server is warm now
+        with iter(loader) as it:
+            next(it)  # the fork server is warm now
         start = time.monotonic()
         with iter(loader) as it:
             next(it)

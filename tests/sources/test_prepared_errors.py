@@ -116,6 +116,9 @@ def test_shard_that_is_not_an_array_record_file(dataset):
 
 def test_records_that_do_not_match_the_features(dataset):
     edit_info(dataset, lambda d: d.update(features={"type": "Tensor", "shape": [3], "dtype": "int64"}))
+    with pytest.raises(DatasetInfoError, match="'features' does not match 'features_digest'"):
+        th.data_source(dataset, split="test")  # refused at open (test_prepared_digest.py)
+    edit_info(dataset, lambda d: d.pop("features_digest"))  # as written before the digest existed
     src = th.data_source(dataset, split="test")
     with pytest.raises(CorruptSourceError, match=r"record 2 of PreparedSource\(.*split='test'"):
         src[2]

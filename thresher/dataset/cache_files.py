@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.dataset.cache_codec import PLAIN
 from thresher.dataset.cache_store import CacheStore, file_digest
 from thresher.errors import CacheError
@@ -207,7 +208,7 @@ def build_disk_cache(path: str, fingerprint: str, elements: Iterable[Any], *, se
     ``path`` may be a URL; ``storage_options`` then go to fsspec.
     """
     ser = serializer if serializer is not None else PLAIN
-    path = os.fspath(path)
+    path = user_path(path)
     store = CacheStore(storage_options)
     meta_path = path + ".json"
     if store.exists(meta_path):

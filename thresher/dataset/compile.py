@@ -75,7 +75,7 @@ class CompiledLoader(DataLoader):
     def __init__(self, source: Any, sampler: IndexSampler, operations: Sequence[Any], *, chain_digest: str,
                  worker_count: int = 0, buffer: int | None = None, chunk_size: int | None = None,
                  worker_mode: str = "process", worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
-                 warm_start: bool = True) -> None:
+                 warm_start: bool = False) -> None:
         super().__init__(source, sampler, operations, worker_count=worker_count, chunk_size=chunk_size,
                          worker_buffer_size=2 if buffer is None else buffer,
                          worker_mode="thread" if worker_mode == "thread" else "process",
@@ -138,7 +138,7 @@ def compile_chain(nodes: Sequence[N.Node], *, chain_digest: str, prefix_digest: 
     buffer = prefetch[-1].buffer if prefetch else None
     mode = prefetch[-1].worker_mode if prefetch else "process"
     timeout = prefetch[-1].worker_timeout_s if prefetch else DEFAULT_WORKER_TIMEOUT_S
-    warm = prefetch[-1].warm_start if prefetch else True
+    warm = prefetch[-1].warm_start if prefetch else False
     ctx = CompileContext(salt=0, prefix_digest=prefix_digest, worker_count=worker_count, buffer=buffer,
                          mix_segment=mix_segment, worker_mode=mode, worker_timeout_s=timeout, warm_start=warm,
                          build=_build)

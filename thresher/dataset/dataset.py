@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.dataset import nodes as N
 from thresher.dataset.compile import Compiled, compile_chain
 from thresher.dataset.iterator import DatasetIterator, PackIterator
@@ -272,6 +273,19 @@ class Dataset:
         return self._then(lambda at: N.BatchNode(at=at, batch_size=int(batch_size), drop_remainder=bool(drop_remainder),
                                                  pad_to=pad_to, padding_value=padding_value))
 
+    def pipe(self, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """``func(self, *args, **kwargs)``: a step written as a function, kept in the chain (Grain's ``pipe``).
+
+        Example:
+            >>> import thresher as th
+            >>> def augment(ds, k):
+            ...     return ds.map(lambda x: x + k)
+            >>> list(th.Dataset.range(3).pipe(augment, 10))
+            [10, 11, 12]
+        """
+        _callable(func, "pipe")
+        return func(self, *args, **kwargs)
+
     def map_batch(self, fn: Callable[[Any], Any]) -> Dataset:
         """Applies a vectorised ``fn`` to every batch (after ``batch``).
 
@@ -311,13 +325,14 @@ class Dataset:
         return self._then(lambda at: N.Shard(at=at, options=options))
 
     def prefetch(self, worker_count: int = 0, buffer: int = 2, worker_mode: WorkerMode = "process",
-                 worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S, warm_start: bool = True) -> Dataset:
+                 worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S, warm_start: bool = False) -> Dataset:
         """Computes ahead in ``worker_count`` processes (``worker_mode="thread"``: threads),
         ``buffer`` chunks each. It changes speed only, never the elements; it applies to
         the whole pipeline (a mix or interleave component's own prefetch is ignored).
-        ``worker_timeout_s`` is the watchdog's limit and ``warm_start`` (first chunks
-        computed in this process while the worker processes start, so that a first batch
-        or a restore does not wait for them) is as in ``DataLoader``.
+        ``worker_timeout_s`` is the watchdog's limit and ``warm_start`` (opt-in: first
+        chunks computed in this process while the worker processes start, giving up their
+        isolation) is as in ``DataLoader``; by default every element is computed in a
+        worker, and the fork server starts now, in the background.
 
         Example:
             >>> import thresher as th
@@ -331,6 +346,10 @@ class Dataset:
         options = LoaderOptions(w, worker_mode=worker_mode, worker_timeout_s=worker_timeout_s)  # checked
         if not isinstance(warm_start, bool):
             raise ConfigError(f"prefetch warm_start must be True or False, got {warm_start!r}")
+        if w and options.worker_mode == "process":
+            from thresher.loader.warm_start import start_early
+
+            start_early()  # the fork server, while the model is built: the first iterator's workers then start fast
         return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b, worker_mode=str(options.worker_mode),
                                                 worker_timeout_s=options.worker_timeout_s, warm_start=warm_start))
 
@@ -364,7 +383,7 @@ class Dataset:
             raise ConfigError("cache serializer needs dumps() and loads() (like the pickle module)")
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
             raise ConfigError(f"cache timeout_s must be a number of seconds > 0, got {timeout_s!r}")
-        p = None if path is None else os.fspath(path)
+        p = None if path is None else user_path(path)
         so = dict(storage_options) if storage_options is not None else None
         return self._then(lambda at: N.Cache(at=at, path=p, max_bytes=max_bytes, serializer=serializer,
                                              timeout_s=float(timeout_s), storage_options=so))

@@ -32,16 +32,17 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.dataset.compile import Compiled
 from thresher.dataset.hand_over import HandOver
-from thresher.dataset.mix import MixSchedule
-from thresher.dataset.packing import PackedBlock, PackingStats
+from thresher.dataset.mix import MixSchedule, MixSegment
+from thresher.dataset.packing import PackedBlock, PackingStats, PackRows
 from thresher.dataset.rebatch import run_batch_maps
-from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError
+from thresher.errors import ConfigError, GeometryError, IncompatibleStateError, InvalidStateError
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.profiling.stats import LoaderStats
 from thresher.loader.state_input import as_state
-from thresher.loader.state_types import Extensions, LoaderState, MixSegment
+from thresher.loader.state_types import Extensions, LoaderState
 
 __all__ = ["CompilableChain", "DatasetIterator", "PackIterator"]
 
@@ -87,14 +88,17 @@ class DatasetIterator:
             it.ledger(self._ledger_dir)
         return it
 
-    def _start(self, state: LoaderState, *, allow_approximate: bool = False) -> None:
+    def _start(self, state: LoaderState, *, allow_approximate: bool = False, operations_changed: bool = False) -> None:
         """Points the engine's iterator at ``state`` (made there, when there is none yet)."""
+        if self._engine_it is None and (operations_changed or state.stream.replaced_operations):
+            # the engine's iterator continues a stream under changed operations and records it in its states
+            self._engine_it = self._adopt(self._compiled.loader.iterator_at(0))
         if self._engine_it is None:
             loader = self._compiled.loader
             position = loader.resume_position(state, allow_approximate=allow_approximate)
             self._engine_it = self._adopt(loader.iterator_at(position))
         else:
-            self._engine_it.restore(state, allow_approximate=allow_approximate)
+            self._engine_it.restore(state, allow_approximate=allow_approximate, operations_changed=operations_changed)
 
     def ledger(self, directory: str | os.PathLike[str]) -> None:
         """Appends this process's deliveries to ``directory/process-<i>.ledger`` from now on.
@@ -115,7 +119,7 @@ class DatasetIterator:
             >>> [k for k in th.explain(ds, 0, ledger=d).record_keys.tolist() if k % 3] == first
             True
         """
-        self._ledger_dir = os.fspath(directory)
+        self._ledger_dir = user_path(directory)
         if self._engine_it is not None:
             self._engine_it.ledger(self._ledger_dir)
 
@@ -151,8 +155,8 @@ class DatasetIterator:
         mix = self._compiled.mix
         if mix is None:
             return Extensions()
-        return Extensions(
-            mix=MixSegment(tuple(mix.schedule.weights), mix.origin, tuple(mix.offsets))
+        return Extensions().with_(
+            MixSegment(tuple(mix.schedule.weights), mix.origin, tuple(mix.offsets))
         )
 
     def _sync_ledger(self) -> None:
@@ -163,32 +167,38 @@ class DatasetIterator:
     def get_state(self) -> dict[str, Any]:
         """A small JSON-serialisable dict (see the module docstring)."""
         self._sync_ledger()
-        state = self._compiled.loader.state_at(self._it.position)
+        state = self._it.state_at(self._it.position)
         return replace(state, extensions=self._extensions()).to_json()
 
-    def set_state(self, state: dict[str, Any], *, reweight: bool = False) -> None:
+    def set_state(self, state: dict[str, Any], *, reweight: bool = False, operations_changed: bool = False) -> None:
         """Continues exactly where ``state`` was taken.
 
         For a mixture saved under other weights, ``reweight=True`` continues each
         component where it stopped and applies this dataset's weights from the
         saved position on (the rest of the chain must be the same). Without it a
         change of weights is refused like any other change of the pipeline.
+
+        ``operations_changed=True``: the state was saved by this chain with other per-record
+        operations (a map added or fixed); positions and the sampler are kept and this chain's
+        operations apply from the next record on, as ``DataLoaderIterator.set_state`` does
+        (docs/state.md).
         """
         saved = LoaderState.from_json(as_state(state, "set_state"))
         mix = self._compiled.mix
-        segment = saved.extensions.mix
+        segment = saved.extensions.get(MixSegment)
         if mix is None or segment is None:
             if mix is not None:
                 raise InvalidStateError(
                     "this dataset is a mixture but the state has no state['dataset']['mix']; "
                     "it was not saved by a mixture"
                 )
-            self._start(saved)
+            self._start(saved, operations_changed=operations_changed)
             return
+        _check_segment(saved, segment)
         current = [float(w) for w in mix.schedule.weights]
         if [float(w) for w in segment.weights] == current:
             self._use_segment((segment.origin, list(segment.offsets)))
-            self._start(saved)
+            self._start(saved, operations_changed=operations_changed)
             return
         if not reweight:
             raise IncompatibleStateError(
@@ -207,7 +217,11 @@ class DatasetIterator:
             return
         self.close()
         self._engine_it = None
-        self._compiled = self._dataset.compile(mix_segment=segment)
+        try:
+            self._compiled = self._dataset.compile(mix_segment=segment)
+        except ConfigError as e:
+            raise InvalidStateError(f"the state's mixture segment (state['dataset']['mix']: origin {segment[0]}, "
+                                    f"offsets {segment[1]}) does not fit this mixture: {e}") from e
 
     def _reweight(self, saved: LoaderState, segment: MixSegment) -> None:
         weights = list(segment.weights)
@@ -237,6 +251,26 @@ class DatasetIterator:
     @property
     def compiled(self) -> Compiled:
         return self._compiled
+
+
+def _check_segment(saved: LoaderState, segment: MixSegment) -> None:
+    """Refuses a mixture segment no run makes (InvalidStateError), before it is compiled.
+
+    A segment starts where a restore under new weights stood (``reweight=True``), so at or
+    before every position of a state saved in it; a segment starting at 0 is a fresh
+    mixture's, whose components all start at 0. (The digest refuses an edited state first;
+    this guards states re-signed by ``thresher.upgrade_state``.)
+    """
+    g = saved.next_global_position
+    if segment.origin > g:
+        raise InvalidStateError(
+            f"state['dataset']['mix'] starts its segment at mixture position {segment.origin}, after the state's "
+            f"own position {g}: no run saves that (a segment starts where the mixture was reweighted, before "
+            "the positions saved in it); the state was edited")
+    if segment.origin == 0 and any(segment.offsets):
+        raise InvalidStateError(
+            f"state['dataset']['mix'] starts at mixture position 0 with component offsets {list(segment.offsets)}: "
+            "a mixture that starts at 0 starts every component at 0; the state was edited")
 
 
 class PackIterator(DatasetIterator):
@@ -398,12 +432,13 @@ class PackIterator(DatasetIterator):
     def get_state(self) -> dict[str, Any]:
         self._sync_ledger()
         position, rows = self._cursor() if self._handed is None else self._handed[0]
-        state = self._compiled.loader.state_at(position)
-        return replace(state, extensions=Extensions(pack_rows=rows)).to_json()
+        state = self._it.state_at(position)
+        return replace(state, extensions=Extensions().with_(PackRows(rows))).to_json()
 
-    def set_state(self, state: dict[str, Any], *, reweight: bool = False) -> None:
+    def set_state(self, state: dict[str, Any], *, reweight: bool = False, operations_changed: bool = False) -> None:
         saved = LoaderState.from_json(as_state(state, "set_state"))
-        rows = saved.extensions.pack_rows
+        packed = saved.extensions.get(PackRows)
+        rows = None if packed is None else packed.rows
         if rows is None:
             raise InvalidStateError(
                 "a packed dataset's state needs state['dataset']['pack']['rows'] (an int >= 0); "
@@ -412,7 +447,7 @@ class PackIterator(DatasetIterator):
         self._stop_ahead()
         self._handed, self._resync = None, False
         self._ledger_fields["pack"] = {"rows": rows}
-        self._start(saved)
+        self._start(saved, operations_changed=operations_changed)
         self._block, self._row, self._done = None, 0, False
         if rows:
             if not self._load():

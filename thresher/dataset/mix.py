@@ -28,20 +28,25 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from thresher._validate import check_count
+from thresher._validate import check_count, is_int
 from thresher.dataset.views import ENDLESS
-from thresher.errors import ConfigError, RecordKeyError
+from thresher.errors import ConfigError, InvalidStateError, RecordKeyError
+from thresher.loader.state_types import register_extension
 from thresher.randomness.permutation import Permutation
 from thresher.randomness.seeds import derive_seed
 from thresher.sources.protocol import read_many
 
-__all__ = ["MixSchedule", "MixView", "quotas"]
+__all__ = ["MixSchedule", "MixSegment", "MixView", "quotas"]
+
+_MAX_POSITION = 2**62  # as the state's positions
 
 DOMAIN_MIX = 0x4D495820  # "MIX "
 
@@ -229,3 +234,33 @@ class MixView:
 
     def __repr__(self) -> str:
         return f"MixView({len(self._components)} components, weights={self.schedule.weights})"
+
+
+@register_extension("mix")
+@dataclass(frozen=True)
+class MixSegment:
+    """A mixture's segment, saved in its iterator's state (``state['dataset']['mix']``): its weights,
+    where it starts, and each component's offset."""
+
+    weights: tuple[Any, ...]
+    origin: int
+    offsets: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"weights": list(self.weights), "origin": self.origin, "offsets": list(self.offsets)}
+
+    @classmethod
+    def from_json(cls, mix: Any) -> MixSegment:
+        def count(x: Any) -> bool:
+            return isinstance(x, int) and is_int(x, minimum=0, maximum=_MAX_POSITION)
+
+        def weight(x: Any) -> bool:
+            return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+        if not (isinstance(mix, dict) and isinstance(mix.get("weights"), list) and count(mix.get("origin"))
+                and isinstance(mix.get("offsets"), list) and all(map(count, mix["offsets"]))
+                and all(map(weight, mix["weights"])) and len(mix["weights"]) == len(mix["offsets"])):
+            raise InvalidStateError(f"state['dataset']['mix'] is malformed: {mix!r}; expected weights (numbers "
+                                    ">= 0), an origin and offsets (ints in [0, 2**62]), one weight and offset "
+                                    "per component")
+        return cls(tuple(mix["weights"]), mix["origin"], tuple(mix["offsets"]))

@@ -32,12 +32,16 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import is_int
 from thresher.dataset.views import ENDLESS
 from thresher.errors import ConfigError, TransformError
 from thresher.loader.chunk import ChunkProcessor
+from thresher.loader.state_types import register_extension
 from thresher.sources.protocol import check_key
 
-__all__ = ["PackView", "PackedBlock", "PackingStats", "pack_window"]
+__all__ = ["PackRows", "PackView", "PackedBlock", "PackingStats", "pack_window"]
+
+_MAX_ROWS = 2**62  # as the state's positions
 
 TOKENS, SEGMENT_IDS, POSITIONS = "tokens", "segment_ids", "positions"
 _ROW_BITS = 24  # rows of one window are numbered below 2**24
@@ -261,3 +265,20 @@ class PackView:
 
     def __repr__(self) -> str:
         return f"PackView(seq_len={self.seq_len}, window={self.window}, windows={self._len})"
+
+
+@register_extension("pack")
+@dataclass(frozen=True)
+class PackRows:
+    """The rows of the current packed window already emitted, saved in a packing iterator's state
+    (``state['dataset']['pack']``)."""
+
+    rows: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rows": self.rows}
+
+    @classmethod
+    def from_json(cls, pack: Any) -> PackRows | None:
+        rows = pack.get("rows") if isinstance(pack, dict) else None
+        return cls(int(rows)) if isinstance(rows, int) and is_int(rows, minimum=0, maximum=_MAX_ROWS) else None

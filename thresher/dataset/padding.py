@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import is_int
 from thresher.errors import BatchError, ConfigError
 from thresher.transforms.batch import Batch, stack
 
@@ -28,10 +29,10 @@ PadTo = Any  # "max", an int (the first axis), or a tuple of ints / None (None: 
 def _check_pad_to(pad_to: PadTo) -> None:
     if pad_to == "max":
         return
-    if isinstance(pad_to, (int, np.integer)) and not isinstance(pad_to, bool) and pad_to >= 0:
+    if is_int(pad_to, minimum=0):
         return
     if isinstance(pad_to, tuple) and all(
-            p is None or (isinstance(p, (int, np.integer)) and not isinstance(p, bool) and p >= 0) for p in pad_to):
+            p is None or is_int(p, minimum=0) for p in pad_to):
         return
     raise ConfigError(f"pad_to must be 'max', an int >= 0 (the first axis) or a tuple of ints/None per axis; "
                       f"got {pad_to!r}")

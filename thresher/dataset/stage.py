@@ -133,7 +133,7 @@ class CompileContext:
     def __init__(self, *, salt: int, prefix_digest: Callable[[int], str] | None, worker_count: int,
                  buffer: int | None, mix_segment: tuple[int, list[int]] | None = None,
                  worker_mode: str = "process", worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
-                 warm_start: bool = True, build: Callable[[Any, CompileContext], Stage] | None = None) -> None:
+                 warm_start: bool = False, build: Callable[[Any, CompileContext], Stage] | None = None) -> None:
         self.salt = salt
         self.warm_start = warm_start
         self.prefix_digest = prefix_digest

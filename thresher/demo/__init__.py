@@ -74,8 +74,9 @@ def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
     return all(np.array_equal(a[k], b[k]) for k in a)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="thresher demo", description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None, prog: str = "thresher demo") -> int:
+    """Runs the demo with command-line arguments ``argv``; ``prog`` is the command its help names."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None,
                         help="where to write the ArrayRecord files and checkpoints (kept); default: a "
                              "temporary directory, removed at the end")

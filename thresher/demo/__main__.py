@@ -3,4 +3,4 @@
 from thresher.demo import main
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(prog="python -m thresher.demo"))

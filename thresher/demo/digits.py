@@ -18,15 +18,14 @@ from typing import Any
 import numpy as np
 
 import thresher as th
+from thresher._optional import require
 
 IMAGE_BYTES = 64
 
 
 def write_digits(directory: str) -> tuple[str, str]:
     """Writes the digits dataset as train/test ArrayRecord files; returns their paths."""
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
+    digits = require("sklearn.datasets", "the demo (its bundled digits)", extra="demo").load_digits()
     images = digits.images.astype(np.uint8)  # values 0..16
     labels = digits.target.astype(np.int64)
     order = np.random.default_rng(0).permutation(len(labels))  # fixed split

@@ -169,7 +169,11 @@ def _run_processes(cfg: dict[str, Any], n: int, timeout_s: float = 600) -> dict[
 
 def run(args: Any) -> int:
     """Runs the JAX demo; ``args`` are thresher.demo's parsed arguments."""
+    from thresher._optional import require
     from thresher.demo.digits import write_digits
+
+    for module in ("jax", "orbax.checkpoint"):
+        require(module, "the JAX demo (--jax, --processes)", extra="demo")
 
     data_dir = args.data_dir  # thresher.demo.main made it (and removes it unless asked to keep it)
     train_path, test_path = write_digits(data_dir)

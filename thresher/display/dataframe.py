@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from thresher._optional import require
 from thresher.display.fields import fields, get
 from thresher.errors import ConfigError
 
@@ -16,11 +17,7 @@ __all__ = ["as_dataframe"]
 
 
 def _pandas() -> Any:
-    try:
-        import pandas
-    except ImportError:
-        raise ConfigError("as_dataframe needs pandas: pip install 'thresher[pandas]'") from None
-    return pandas
+    return require("pandas", "as_dataframe")
 
 
 def as_dataframe(ds: Any, info: Any = None, n: int | None = None) -> Any:

@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from thresher._optional import require
 from thresher.display.fields import fields, get, label_text
 from thresher.errors import ConfigError, FeatureError
+from thresher.sources.temp_files import publish_mode
 
 __all__ = ["show_examples"]
 
@@ -72,17 +74,12 @@ def show_examples(ds: Any, info: Any = None, rows: int = 3, cols: int = 3, *,
         raise FeatureError(f"show_examples: {getattr(info, 'name', 'the dataset')!r} has no "
                            "Image feature to show; use as_dataframe to look at it")
     label = _pick(leaves, "label", label_key, keys[1] if len(keys) > 1 else None)
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise ConfigError("show_examples needs matplotlib: pip install 'thresher[plot]'") \
-            from None
+    Figure = require("matplotlib.figure", "show_examples").Figure
     n = min(rows * cols, len(ds))
     records = ds.__getitems__(list(range(n)))
     size = (cols * scale, rows * scale * 1.15)
     if path is None:
-        import matplotlib.pyplot as plt
-
+        plt = require("matplotlib.pyplot", "show_examples")
         fig = plt.figure(figsize=size)
     else:
         fig = Figure(figsize=size)
@@ -108,6 +105,7 @@ def show_examples(ds: Any, info: Any = None, rows: int = 3, cols: int = 3, *,
     os.close(fd)
     try:
         fig.savefig(tmp, format="png", dpi=100)
+        publish_mode(tmp)  # mkstemp made it 0600: give it the mode open() would (the umask)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from thresher._validate import is_int
 from thresher.errors import CorruptSourceError, FeatureError
 
 __all__ = ["DTYPES", "ArrayView", "Feature", "Shape", "check_dtype", "check_shape", "to_array"]
@@ -47,7 +48,7 @@ def check_dtype(dtype: Any, what: str) -> str:
 
 def check_shape(shape: Any, what: str) -> Shape:
     """``shape`` as a tuple of non-negative ints and None (unknown), or FeatureError."""
-    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+    if is_int(shape):
         shape = (shape,)
     try:
         dims = tuple(shape)
@@ -55,8 +56,7 @@ def check_shape(shape: Any, what: str) -> Shape:
         raise FeatureError(
             f"{what}: shape must be a tuple of ints or None, got {shape!r}") from None
     for d in dims:
-        if d is not None and (isinstance(d, bool) or not isinstance(d, (int, np.integer))
-                              or d < 0):
+        if d is not None and not is_int(d, minimum=0):
             raise FeatureError(f"{what}: bad dimension {d!r} in shape {shape!r}; dimensions "
                                "are ints >= 0, or None for any size")
     return tuple(None if d is None else int(d) for d in dims)

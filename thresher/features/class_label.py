@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import is_int
 from thresher.errors import FeatureError
 from thresher.features.tensor import Scalar
 
@@ -52,8 +53,7 @@ class ClassLabel(Scalar):
                 raise FeatureError(f"ClassLabel: num_classes={num_classes} but {len(names)} "
                                    "names were given")
             num_classes = len(names)
-        if num_classes is None or isinstance(num_classes, bool) or not isinstance(
-                num_classes, numbers.Integral) or num_classes < 0:
+        if not is_int(num_classes, minimum=0):
             raise FeatureError("ClassLabel needs num_classes (an int >= 0) or names, got "
                                f"num_classes={num_classes!r}")
         self.num_classes: int = int(num_classes)

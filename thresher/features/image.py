@@ -4,6 +4,8 @@
   copying (a read-only view over the record).
 - ``encoding='png'`` / ``'jpeg'``: the payload is the encoded file; decoding uses
   OpenCV if installed, else Pillow (see :mod:`thresher.features.image_codecs`).
+- ``encoding='original'``: an encoded file is stored as given, whatever its format (a
+  JPEG stays the same JPEG bytes, a PNG the same PNG); an array is encoded as PNG.
 
 Values to write: a uint8 array (``(h, w)`` is accepted for one channel), or the bytes
 of a PNG/JPEG file, or a path to one. Encoded input in the feature's own encoding is
@@ -32,7 +34,7 @@ from thresher.features.tensor import Tensor
 
 __all__ = ["ENCODINGS", "Image"]
 
-ENCODINGS = ("png", "jpeg", "none")
+ENCODINGS = ("png", "jpeg", "none", "original")
 _U8 = np.dtype("uint8")
 _MAGIC = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpeg"}
 
@@ -50,8 +52,9 @@ class Image(Feature):
     Args:
         shape: ``(height, width, channels)``; height and width may be None (any size);
             channels must be 1, 3 or 4 (1 or 3 for JPEG).
-        encoding: ``'png'`` (lossless, the default), ``'jpeg'`` (lossy, smaller) or
-            ``'none'`` (raw pixels: largest files, fastest decode).
+        encoding: ``'png'`` (lossless, the default), ``'jpeg'`` (lossy, smaller),
+            ``'none'`` (raw pixels: largest files, fastest decode) or ``'original'``
+            (encoded files kept byte for byte, arrays stored as PNG).
 
     Example:
         >>> from thresher.features import Image
@@ -115,6 +118,7 @@ class Image(Feature):
     def encode_payload(self, value: Any, where: str = "value") -> bytes:
         encoded: bytes | None = None
         if isinstance(value, (str, os.PathLike)):
+            where = f"{where} (image file {os.fspath(value)!r})"
             try:
                 with open(value, "rb") as f:
                     value = f.read()
@@ -133,9 +137,9 @@ class Image(Feature):
         arr = self._check(arr, where)
         if self.encoding == "none":
             return self._raw.encode_payload(arr, where)
-        if encoded is not None and fmt == self.encoding:
+        if encoded is not None and (fmt == self.encoding or self.encoding == "original"):
             return encoded
-        return encode_image(np.ascontiguousarray(arr), self.encoding)
+        return encode_image(np.ascontiguousarray(arr), "png" if self.encoding == "original" else self.encoding)
 
     def decode_payload(self, buf: bytes, offset: int, length: int) -> Any:
         if self.encoding == "none":

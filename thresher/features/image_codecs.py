@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._optional import available, require
 from thresher.errors import ConfigError, FeatureError
 
 __all__ = ["available_backends", "decode_image", "encode_image"]
@@ -30,16 +31,8 @@ _PIL_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 
 
 def _import(name: str) -> Any:
-    try:
-        if name == "cv2":
-            import cv2
-
-            return cv2
-        from PIL import Image
-
-        return Image
-    except ImportError:
-        return None
+    module = "cv2" if name == "cv2" else "PIL.Image"
+    return require(module, "encoded images") if available(module) else None
 
 
 def available_backends() -> list[str]:
@@ -51,14 +44,13 @@ def _pick(backend: str | None, order: tuple[str, ...]) -> str:
     if backend is not None:
         if backend not in BACKENDS:
             raise ConfigError(f"image backend must be one of {BACKENDS}, got {backend!r}")
-        if _import(backend) is None:
-            raise ConfigError(f"image backend {backend!r} is not installed")
+        require("cv2" if backend == "cv2" else "PIL.Image", f"image backend {backend!r}")
         return backend
     for b in order:
         if _import(b) is not None:
             return b
-    raise FeatureError("encoded images need OpenCV or Pillow: pip install Pillow "
-                       "(or opencv-python-headless)")
+    require("PIL.Image", "encoded images (OpenCV or Pillow)")  # raises: Pillow is missing
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def decode_image(data: bytes, channels: int, backend: str | None = None) -> np.ndarray:

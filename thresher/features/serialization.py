@@ -37,6 +37,19 @@ def feature_from_json(d: Any, where: str = "features") -> Feature:
         if not isinstance(children, dict):
             raise FeatureError(f"{where}: 'features' must be an object")
         return FeaturesDict({k: feature_from_json(v, f"{where}/{k}") for k, v in children.items()})
+    try:
+        leaf = _leaf(d, kind, where)
+    except FeatureError as e:
+        message = str(e)
+        raise FeatureError(message if message.startswith(where) else f"{where}: {message}") from None
+    if leaf is not None:
+        return leaf
+    raise FeatureError(f"{where}: unknown feature type {kind!r} (this thresher knows "
+                       "Tensor, Scalar, ClassLabel, Image, Text, FeaturesDict)")
+
+
+def _leaf(d: dict[str, Any], kind: Any, where: str) -> Feature | None:
+    """The leaf feature ``d`` describes (None for an unknown ``kind``)."""
     if kind == "Tensor":
         shape = _field(d, "shape", where)
         if not isinstance(shape, list):
@@ -53,5 +66,4 @@ def feature_from_json(d: Any, where: str = "features") -> Feature:
         return Image(tuple(shape), encoding=_field(d, "encoding", where))
     if kind == "Text":
         return Text()
-    raise FeatureError(f"{where}: unknown feature type {kind!r} (this thresher knows "
-                       "Tensor, Scalar, ClassLabel, Image, Text, FeaturesDict)")
+    return None

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import is_int, user_path
 from thresher.errors import InvalidStateError
 from thresher.loader.exclusions import Consumed
 from thresher.loader.ledger import LEDGER_SUFFIX, decode_line
@@ -144,9 +145,9 @@ class _Stream:
 
 def _int(d: dict[str, Any], k: str, where: str) -> int:
     v = d.get(k)
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 2**62:
+    if not isinstance(v, int) or not is_int(v, minimum=0, maximum=2**62):
         raise InvalidStateError(f"{where}: field {k!r} must be an int in [0, 2**62], got {v!r}")
-    return v
+    return int(v)
 
 
 def _key(begin: dict[str, Any], where: str) -> _Key:
@@ -210,9 +211,9 @@ def audit(directory: str | os.PathLike[str]) -> AuditReport:
     streams are mixed, or when a line is not a ledger line. See the module docstring
     for what is checked.
     """
-    files = sorted(glob.glob(os.path.join(os.fspath(directory), "*" + LEDGER_SUFFIX)))
+    files = sorted(glob.glob(os.path.join(user_path(directory), "*" + LEDGER_SUFFIX)))
     if not files:
-        raise InvalidStateError(f"{os.fspath(directory)} holds no ledger (process-<i>{LEDGER_SUFFIX}); write them "
+        raise InvalidStateError(f"{user_path(directory)} holds no ledger (process-<i>{LEDGER_SUFFIX}); write them "
                                 "with DataLoader(..., ledger=DIR) or it.ledger(DIR)")
     streams: dict[_Key, _Stream] = {}
     ends: dict[_Key, int] = {}
@@ -221,10 +222,10 @@ def audit(directory: str | os.PathLike[str]) -> AuditReport:
         b, t = _read(path, streams, ends)
         begins, torn = begins + b, torn + t
     if not streams:
-        raise InvalidStateError(f"{os.fspath(directory)}: the ledgers hold no begin line")
+        raise InvalidStateError(f"{user_path(directory)}: the ledgers hold no begin line")
     prints = {s.begin.get("fingerprint") for s in streams.values()}
     if len(prints) > 1:
-        raise InvalidStateError(f"{os.fspath(directory)} mixes the ledgers of different streams "
+        raise InvalidStateError(f"{user_path(directory)} mixes the ledgers of different streams "
                                 f"(fingerprints {sorted(map(str, prints))}); audit one run per directory")
     for key, at in ends.items():
         if key in streams:
@@ -244,7 +245,7 @@ def audit(directory: str | os.PathLike[str]) -> AuditReport:
         sampler = IndexSampler(info["num_records"], shuffle=info["shuffle"], seed=info["seed"],
                                num_epochs=info["num_epochs"])
     except (TypeError, KeyError) as e:
-        raise InvalidStateError(f"{os.fspath(directory)}: a begin line has a malformed stream {info!r}") from e
+        raise InvalidStateError(f"{user_path(directory)}: a begin line has a malformed stream {info!r}") from e
     g = np.concatenate(parts)
     frontier = frontier or 0
     counts = np.bincount(g, minlength=frontier) if g.size else np.zeros(frontier, dtype=np.int64)

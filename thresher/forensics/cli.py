@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import sys
 from typing import Any
 
 from thresher.errors import ConfigError
@@ -42,15 +44,26 @@ def load_pipeline(spec: str) -> Any:
     module_name, sep, name = spec.partition(":")
     if not sep or not module_name or not name:
         raise ConfigError(f"--pipeline must be MODULE:FUNCTION (e.g. my_project.data:train_loader), got {spec!r}")
+    _current_directory_first()
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
-        raise ConfigError(f"--pipeline {spec!r}: cannot import {module_name!r} ({e}); run from the directory "
-                          "that holds it or put it on PYTHONPATH") from e
+        raise ConfigError(f"--pipeline {spec!r}: cannot import {module_name!r} ({e}); the current directory "
+                          f"({os.getcwd()}) is searched first: run from the directory that holds it or put that "
+                          "directory on PYTHONPATH") from e
     fn = getattr(module, name, None)
     if not callable(fn):
         raise ConfigError(f"--pipeline {spec!r}: {module_name} has no function {name!r}")
     return fn()
+
+
+def _current_directory_first() -> None:
+    # The ``thresher`` console script starts with its own bin directory first on sys.path, so a
+    # ``my_pipeline.py`` beside the user would not import; ``python -m`` puts the current directory
+    # first, and so does this (once: nothing is added when it is already there).
+    cwd = os.getcwd()
+    if not any(p in ("", cwd) for p in sys.path):
+        sys.path.insert(0, cwd)
 
 
 def run_explain(pipeline: str, step: int, state_path: str | None, process_index: int | None,

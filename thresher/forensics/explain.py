@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import is_int
 from thresher.errors import ConfigError, IncompatibleStateError
 from thresher.forensics.explain_packed import explain_packed
 from thresher.forensics.ledger_steps import steps_at
@@ -120,7 +121,7 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
     """
     compiled = _compiled(loader)
     if compiled is not None and compiled.front is not None:  # packed: rows of windows, from the ledger
-        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or not 0 <= step <= _MAX_POSITION:
+        if not is_int(step, minimum=0, maximum=_MAX_POSITION):
             raise ConfigError(f"step must be an int in [0, 2**62], got {step!r}")
         return explain_packed(compiled, int(step), process_index, ledger)
     loader = _as_loader(loader)
@@ -129,7 +130,7 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
     if state is not None:
         more_skips, more_blocked = _state_extensions(engine, state)
         skips, blocked = skips.union(more_skips), blocked.union(more_blocked)
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+    if not is_int(step, minimum=0):
         raise ConfigError(f"step must be an int >= 0, got {step!r}")
     step = int(step)
     if ledger is not None and data_dependent_reason(processor) is not None:

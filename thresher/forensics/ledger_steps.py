@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from thresher._validate import is_int, user_path
 from thresher.errors import ConfigError, IncompatibleStateError, InvalidStateError
 from thresher.loader.exclusions import Consumed
 from thresher.loader.ledger import LEDGER_SUFFIX, decode_ints, decode_line, ledger_path
@@ -146,14 +147,14 @@ class ProcessSteps:
 
 def _int(rec: dict[str, Any], key: str, where: str, hi: int = _MAX, lo: int = 0) -> int:
     v = rec.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+    if not isinstance(v, int) or not is_int(v, minimum=lo, maximum=hi):
         raise InvalidStateError(f"{where}: field {key!r} must be an int in [{lo}, {hi}], got {str(v)[:80]}")
-    return v
+    return int(v)
 
 
 def _ints(rec: dict[str, Any], key: str, where: str, hi: int) -> list[int]:
     v = rec.get(key)
-    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= hi for x in v):
+    if not isinstance(v, list) or not all(isinstance(x, int) and is_int(x, minimum=0, maximum=hi) for x in v):
         raise InvalidStateError(f"{where}: field {key!r} must be a list of ints in [0, {hi}], got {str(v)[:80]}")
     return v
 
@@ -260,7 +261,7 @@ def _read(path: str, streams: dict[tuple[int, int, int, str], Stream],
 
 def read_ledgers(directory: str | os.PathLike[str]) -> list[Stream]:
     """Every stream of the ledgers in ``directory``, replayed, with its first step number where it is known."""
-    files = sorted(glob.glob(os.path.join(os.fspath(directory), "*" + LEDGER_SUFFIX)))
+    files = sorted(glob.glob(os.path.join(user_path(directory), "*" + LEDGER_SUFFIX)))
     streams: dict[tuple[int, int, int, str], Stream] = {}
     ends: dict[tuple[int, int, int, str], int] = {}
     for path in files:
@@ -290,7 +291,7 @@ def read_ledgers(directory: str | os.PathLike[str]) -> list[Stream]:
 def ledger_processes(directory: str | os.PathLike[str]) -> list[int]:
     """The process indices of the ledger files in ``directory``, in order."""
     out = []
-    for path in glob.glob(os.path.join(os.fspath(directory), "process-*" + LEDGER_SUFFIX)):
+    for path in glob.glob(os.path.join(user_path(directory), "process-*" + LEDGER_SUFFIX)):
         name = os.path.basename(path)[len("process-"):-len(LEDGER_SUFFIX)]
         if name.isdigit() and len(name) <= 6:
             out.append(int(name))
@@ -300,13 +301,12 @@ def ledger_processes(directory: str | os.PathLike[str]) -> list[int]:
 def which_processes(directory: str | os.PathLike[str], process_index: int | None) -> list[int]:
     """The processes to explain: ``process_index``, or every process with a ledger in ``directory``."""
     if process_index is not None:
-        if isinstance(process_index, bool) or not isinstance(process_index, (int, np.integer)) \
-                or not 0 <= int(process_index) < 2**16:
+        if not is_int(process_index, minimum=0, maximum=2**16 - 1):
             raise ConfigError(f"process_index must be an int in [0, 2**16), got {process_index!r}")
         return [int(process_index)]
     procs = ledger_processes(directory)
     if not procs:
-        raise ConfigError(f"{os.path.join(os.fspath(directory), 'process-<i>.ledger')} does not exist for any i: "
+        raise ConfigError(f"{os.path.join(user_path(directory), 'process-<i>.ledger')} does not exist for any i: "
                           "explain reads the ledger the run wrote with DataLoader(..., ledger=DIR) or it.ledger(DIR)")
     return procs
 
@@ -320,7 +320,7 @@ def process_steps(directory: str | os.PathLike[str], process_index: int,
     numbered (its ledger began after the run's start, or after a restart whose earlier
     segment kept no ledger); InvalidStateError when a line is not a ledger line.
     """
-    path = ledger_path(os.fspath(directory), process_index)
+    path = ledger_path(user_path(directory), process_index)
     if not os.path.exists(path):
         raise ConfigError(f"{path} does not exist: explain reads the ledger the run wrote with "
                           "DataLoader(..., ledger=DIR) or it.ledger(DIR) (one file a process)")

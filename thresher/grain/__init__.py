@@ -27,7 +27,7 @@ from thresher.grain.data_loader import DataLoader, DataLoaderIterator, PyGrainDa
 from thresher.grain.dataset import IterDataset, MapDataset
 from thresher.grain.dataset_iterator import DatasetIterator
 from thresher.grain.options import MultiprocessingOptions, ReadOptions
-from thresher.grain.samplers import IndexSampler, SequentialSampler
+from thresher.grain.samplers import IndexSampler, Sampler, SequentialSampler
 from thresher.grain.sharding import NoSharding, ShardByJaxProcess, ShardOptions
 from thresher.grain.sources import (
     ArrayRecordDataSource,
@@ -48,19 +48,59 @@ from thresher.grain.transforms import (
 from thresher.samplers.index_sampler import RecordMetadata
 
 __all__ = [
-    "ArrayRecordDataSource", "Batch", "DataLoader", "DataLoaderIterator", "DatasetIterator", "FilterTransform",
-    "InMemoryDataSource", "IndexSampler", "IterDataset", "MapDataset", "MapTransform", "MapWithIndexTransform",
-    "MultiprocessingOptions", "NoSharding", "PyGrainDatasetIterator", "RandomAccessDataSource", "RandomMapTransform",
-    "RangeDataSource", "ReadOptions", "RecordMetadata", "SequentialSampler", "ShardByJaxProcess", "ShardOptions",
-    "SharedMemoryDataSource", "Transformation", "Transformations", "samplers", "sharding", "sources", "transforms",
-]  # and, imported on first use, PyGrainCheckpointHandler/Save/Restore, checkpoint, multiprocessing
+    "DATASET_INDEX",
+    "EPOCH",
+    "INDEX",
+    "META_FEATURES",
+    "RECORD",
+    "RECORD_KEY",
+    "SEED",
+    "ArrayRecordDataSource",
+    "Batch",
+    "DataLoader",
+    "DataLoaderIterator",
+    "DatasetIterator",
+    "FilterTransform",
+    "InMemoryDataSource",
+    "IndexSampler",
+    "IterDataset",
+    "MapDataset",
+    "MapTransform",
+    "MapWithIndexTransform",
+    "MultiprocessingOptions",
+    "NoSharding",
+    "PyGrainDatasetIterator",
+    "RandomAccessDataSource",
+    "RandomMapTransform",
+    "RangeDataSource",
+    "ReadOptions",
+    "RecordMetadata",
+    "Sampler",
+    "SequentialSampler",
+    "ShardByJaxProcess",
+    "ShardOptions",
+    "SharedMemoryDataSource",
+    "Transformation",
+    "Transformations",
+    "samplers",
+    "sharding",
+    "sources",
+    "transforms",
+]  # and, imported on first use, PyGrainCheckpointHandler/Save/Restore, checkpoint, multiprocessing, python
+
+# Grain's meta-feature names (grain.python.INDEX, ...): the keys Grain's own operations add to a record.
+# thresher never adds them to your elements; the values are in RecordMetadata (index, epoch, record_key).
+INDEX, EPOCH, RECORD_KEY, SEED, DATASET_INDEX, RECORD = (
+    "_index", "_epoch", "_record_key", "_seed", "_dataset_index", "_record")
+META_FEATURES = frozenset({INDEX, EPOCH, RECORD_KEY, SEED, DATASET_INDEX, RECORD})
 
 _LAZY = {  # imported on first use: they need orbax-checkpoint
     "PyGrainCheckpointHandler": "thresher.grain.checkpoint",
     "PyGrainCheckpointSave": "thresher.grain.checkpoint",
     "PyGrainCheckpointRestore": "thresher.grain.checkpoint",
 }
-_MODULES = {"checkpoint": "thresher.grain.checkpoint", "multiprocessing": "thresher.grain.options"}
+_MODULES = {"checkpoint": "thresher.grain.checkpoint", "multiprocessing": "thresher.grain.options",
+            "python": "thresher.grain.python"}
 _INSTEAD = {
     "load": "build a thresher.grain.DataLoader (or thresher.DataLoader) from a source, sampler and operations",
     "experimental": "thresher.Dataset has interleave, pack, cache and mixing; see docs/coming_from_grain.md",
@@ -71,16 +111,16 @@ _INSTEAD = {
     "BatchOperation": "Batch(batch_size, drop_remainder)",
     "MapOperation": "MapTransform", "FilterOperation": "FilterTransform", "RandomMapOperation": "RandomMapTransform",
     "config": "thresher has no global flags: pass options to the DataLoader or Dataset",
+    "Operation": "operations are transforms (MapTransform, RandomMapTransform, FilterTransform, Batch): a Grain "
+                 "Operation that rewrites the record iterator cannot run position by position",
+    "TfRandomMap": "RandomMapTransform (thresher passes a NumPy Generator; no TensorFlow op is run)",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY or name in _MODULES:
-        try:
-            module = importlib.import_module(_LAZY.get(name) or _MODULES[name])
-        except ImportError as e:
-            raise ImportError(f"thresher.grain.{name} needs orbax-checkpoint: pip install 'thresher[orbax]' "
-                              f"({e})") from e
+        # thresher.grain.checkpoint raises MissingExtraError (pip install "thresher[orbax]") without Orbax
+        module = importlib.import_module(_LAZY.get(name) or _MODULES[name])
         return getattr(module, name) if name in _LAZY else module
     if name in _INSTEAD:
         raise AttributeError(f"Grain's {name} is not part of thresher.grain; the thresher way: {_INSTEAD[name]}")

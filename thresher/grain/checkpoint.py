@@ -27,15 +27,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import orbax.checkpoint as ocp
+from thresher._optional import missing
 
-from thresher.jax.checkpoint import CheckpointHandler
+try:
+    import orbax.checkpoint as ocp
+except ModuleNotFoundError as e:
+    raise missing(e, "thresher.grain.checkpoint") from e
+
+from thresher.jax.checkpoint import CheckpointHandler as _ThresherHandler
 from thresher.loader.state_input import as_state
 
-__all__ = ["PyGrainCheckpointHandler", "PyGrainCheckpointRestore", "PyGrainCheckpointSave"]
+__all__ = ["CheckpointHandler", "CheckpointRestore", "CheckpointSave", "PyGrainCheckpointHandler",
+           "PyGrainCheckpointRestore", "PyGrainCheckpointSave"]
 
 
-class PyGrainCheckpointHandler(CheckpointHandler):
+class PyGrainCheckpointHandler(_ThresherHandler):
     """thresher's Orbax CheckpointHandler under Grain's name (``process_{i}-of-{n}.json``)."""
 
 
@@ -58,8 +64,15 @@ class PyGrainCheckpointRestore(ocp.args.CheckpointArgs):
 
     item: Any
     allow_approximate: bool = False
+    operations_changed: bool = False
     how: str | None = dataclasses.field(default=None, init=False)
 
     @property
     def iterator(self) -> Any:
         return self.item
+
+
+# the names of the top-level ``import grain`` (``grain.checkpoint.CheckpointSave``): the same classes
+CheckpointHandler = PyGrainCheckpointHandler
+CheckpointSave = PyGrainCheckpointSave
+CheckpointRestore = PyGrainCheckpointRestore

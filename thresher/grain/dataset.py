@@ -26,7 +26,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from thresher.dataset import nodes as N
 from thresher.dataset.dataset import Dataset
 from thresher.errors import ConfigError
 from thresher.grain.chain import Chain, _KeepOrNone
@@ -43,6 +42,23 @@ def _no_batch_fn(batch_fn: Any) -> None:
                           "your function over the batches")
 
 
+def mix_weights(datasets: Sequence[Chain], weights: Sequence[float] | None, where: str) -> list[float]:
+    """The weights of a Grain mix, checked as Grain checks them (positive, one per non-empty dataset)."""
+    kind = MapDataset if where.startswith("MapDataset") else IterDataset
+    if not datasets or not all(isinstance(d, kind) for d in datasets):
+        raise ConfigError(f"{where} takes a non-empty list of {kind.__name__}s")
+    w = [1.0] * len(datasets) if weights is None else [float(x) for x in weights]
+    if len(w) != len(datasets):
+        raise ConfigError(f"{where} got {len(datasets)} datasets but {len(w)} weights")
+    if not all(x > 0 for x in w):
+        raise ConfigError(f"{where}: every weight must be positive, as in Grain, got {w} (leave a dataset out "
+                          "instead of giving it weight 0)")
+    empty = [i for i, d in enumerate(datasets) if isinstance(d, MapDataset) and len(d) == 0]
+    if empty:
+        raise ConfigError(f"{where}: the datasets at {empty} are empty, and Grain refuses to mix an empty dataset")
+    return w
+
+
 class MapDataset(Chain):
     """A random-access dataset: ``len(ds)``, ``ds[i]``, ``ds[a:b:c]`` and chained steps.
 
@@ -52,6 +68,8 @@ class MapDataset(Chain):
         >>> len(ds), ds[0], ds[1], list(ds)
         (4, None, 2, [2, 4])
     """
+
+    _endless: bool | None = None  # set by repeat, mix and slice; None: as the parents are
 
     @staticmethod
     def source(source: Any) -> MapDataset:
@@ -68,15 +86,24 @@ class MapDataset(Chain):
     @staticmethod
     def mix(datasets: Sequence[MapDataset], weights: Sequence[float] | None = None) -> MapDataset:
         """Weighted mixing on thresher's deterministic schedule, cut to Grain's length
-        (``min(len_i / (weight_i / sum(weights)))``, so no element appears twice)."""
-        if not datasets or not all(isinstance(d, MapDataset) for d in datasets):
-            raise ConfigError("MapDataset.mix takes a non-empty list of MapDatasets")
-        w = [1.0] * len(datasets) if weights is None else [float(x) for x in weights]
-        mixed = Dataset.mix([d.thresher_dataset for d in datasets], w)
-        if len(w) == len(datasets) and all(x > 0 for x in w):
-            length = int(min(len(d) / (x / sum(w)) for d, x in zip(datasets, w, strict=False)))
-            mixed = mixed.slice(0, min(length, len(mixed)))
-        return MapDataset(mixed)
+        (``min(len_i / (weight_i / sum(weights)))`` over the finite components, so no element
+        appears twice; ``sys.maxsize`` when every component is endless). Weights must be positive
+        and components non-empty, as in Grain.
+
+        Example:
+            >>> import thresher.grain as grain
+            >>> len(grain.MapDataset.mix([grain.MapDataset.range(4), grain.MapDataset.range(9)], [1, 3]))
+            12
+        """
+        ds = list(datasets)
+        w = mix_weights(ds, weights, "MapDataset.mix")
+        mixed = Dataset.mix([d.thresher_dataset for d in ds], w)
+        finite = [(len(d), x) for d, x in zip(ds, w, strict=True) if len(d) != sys.maxsize]
+        if finite:
+            mixed = mixed.slice(0, int(min(n / (x / sum(w)) for n, x in finite)))
+        out = MapDataset(mixed, parents=tuple(ds))
+        out._endless = not finite
+        return out
 
     def shuffle(self, seed: int | None = None) -> MapDataset:
         """A global shuffle, new every epoch (seed hashed with the epoch)."""
@@ -98,21 +125,34 @@ class MapDataset(Chain):
         return self._with(self._ds.batch(batch_size, drop_remainder=drop_remainder))
 
     def repeat(self, num_epochs: int | None = None, *, reseed_each_epoch: bool = True) -> MapDataset:
-        """Repeats ``num_epochs`` times (None: forever); each epoch reshuffled."""
+        """Repeats ``num_epochs`` times (None: forever); each epoch reshuffled. Repeating an endless
+        dataset is a ValueError, as in Grain."""
+        if len(self) == sys.maxsize:
+            raise ConfigError(f"repeating the endless dataset {self!r} does nothing (Grain refuses it too): "
+                              "remove one of the repeat() calls")
         if not reseed_each_epoch:
             raise ConfigError("repeat(reseed_each_epoch=False) is not supported: thresher reshuffles every epoch; "
                               "to see one epoch again, iterate the dataset again")
-        return self._with(self._ds.repeat(num_epochs))
+        out = self._with(self._ds.repeat(num_epochs))
+        out._endless = num_epochs is None and len(self) > 0  # an empty dataset repeated is empty, as in Grain
+        return out
 
     def slice(self, sl: builtins.slice) -> MapDataset:
-        """The elements ``sl`` selects, as a MapDataset (``ds[a:b:c]``)."""
-        return self._with(self._ds.slice(sl.start, sl.stop, sl.step))
+        """The elements ``sl`` selects, as a MapDataset (``ds[a:b:c]``); ValueError if ``sl`` is not a slice."""
+        if not isinstance(sl, builtins.slice):
+            raise ConfigError(f"MapDataset.slice takes a slice (ds.slice(slice(5)) or ds[:5]), got {sl!r}")
+        out = self._with(self._ds.slice(sl.start, sl.stop, sl.step))
+        out._endless = False
+        return out
+
+    def _is_endless(self) -> bool:
+        if self._endless is not None:
+            return self._endless
+        return any(isinstance(p, MapDataset) and p._is_endless() for p in self._parents)
 
     def __len__(self) -> int:
         """The number of elements; ``sys.maxsize`` after ``repeat()`` without a count, as in Grain."""
-        if any(isinstance(n, N.Repeat) and n.num_epochs is None for n in self._ds.nodes):
-            return sys.maxsize
-        return len(self._ds)
+        return sys.maxsize if self._is_endless() else len(self._ds)
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, builtins.slice):
@@ -141,6 +181,26 @@ class IterDataset(Chain):
         >>> [b.tolist() for b in ds]
         [[0, 1], [2, 4], [5]]
     """
+
+    @staticmethod
+    def mix(datasets: Sequence[IterDataset], weights: Sequence[float] | None = None) -> IterDataset:
+        """Weighted mixing of IterDatasets (Grain's ``IterDataset.mix``), on thresher's deterministic
+        schedule; it ends when a dataset runs out, as Grain's does. The datasets must be random
+        access underneath (``MapDataset(...).to_iter_dataset()`` without a filter): thresher mixes
+        by position.
+
+        Example:
+            >>> import thresher.grain as grain
+            >>> a, b = grain.MapDataset.range(3).to_iter_dataset(), grain.MapDataset.range(10, 13).to_iter_dataset()
+            >>> sorted(grain.IterDataset.mix([a, b], [1, 1]))
+            [0, 1, 2, 10, 11, 12]
+        """
+        ds = list(datasets)
+        w = mix_weights(ds, weights, "IterDataset.mix")
+        if any(d._sparse for d in ds):
+            raise ConfigError("IterDataset.mix: thresher mixes datasets by position, so each must be random access "
+                              "(a MapDataset's to_iter_dataset() with no filter); mix the MapDatasets, then filter")
+        return IterDataset(Dataset.mix([d.thresher_dataset for d in ds], w), parents=tuple(ds))
 
     def filter(self, transform: Any) -> IterDataset:
         """Keeps the elements for which the predicate (or FilterTransform) is true."""

@@ -15,17 +15,31 @@ Example:
 from __future__ import annotations
 
 import sys
+from typing import Protocol, runtime_checkable
 
+from thresher.errors import ConfigError
 from thresher.samplers.index_sampler import IndexSampler as _IndexSampler
-from thresher.samplers.sharding import ShardOptions
+from thresher.samplers.index_sampler import RecordMetadata
+from thresher.samplers.sharding import NoSharding, ShardOptions
 
-__all__ = ["IndexSampler", "SequentialSampler"]
+__all__ = ["IndexSampler", "Sampler", "SequentialSampler"]
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    """Grain's sampler interface: the RecordMetadata of a global index."""
+
+    def __getitem__(self, index: int) -> RecordMetadata: ...
 
 
 class IndexSampler(_IndexSampler):
-    """thresher's IndexSampler with Grain's argument order and defaults.
+    """thresher's IndexSampler with Grain's argument order, defaults and indexing.
 
-    ``len()`` of an endless sampler is ``sys.maxsize``, as in Grain.
+    As in Grain, ``len()`` is the length of the global stream (``sys.maxsize`` when endless)
+    and ``s[i]`` is the metadata of global index ``i``, whatever the shard: a DataLoader asks
+    shard k for the indices it holds. Which records a shard holds is thresher's own
+    (blocks of the global stream dealt in turn, docs/differences_from_grain.md), so the
+    ``record_key`` of an index differs from Grain's when the stream is sharded.
 
     Example:
         >>> import thresher.grain as grain
@@ -36,12 +50,21 @@ class IndexSampler(_IndexSampler):
 
     def __init__(self, num_records: int, shard_options: ShardOptions | None = None, shuffle: bool = False,
                  num_epochs: int | None = None, seed: int | None = None) -> None:
+        if isinstance(num_records, int) and num_records <= 0:
+            raise ConfigError(f"a Grain sampler needs at least one record (Grain refuses {num_records} too), "
+                              f"got num_records={num_records}")
         super().__init__(num_records, shuffle=shuffle, seed=seed, num_epochs=num_epochs,
                          shard_options=shard_options)
 
     def __len__(self) -> int:
-        n = self.local_length
+        n = self.global_length
         return sys.maxsize if n is None else n
+
+    def __getitem__(self, index: int) -> RecordMetadata:
+        """The metadata of global index ``index`` (its ``index`` is ``index``)."""
+        if not isinstance(index, int) or index < 0 or index >= len(self):
+            raise IndexError(f"index {index!r} is outside this sampler's global stream [0, {len(self)})")
+        return _IndexSampler.__getitem__(self.with_shard_options(NoSharding()), index)
 
 
 class SequentialSampler(IndexSampler):

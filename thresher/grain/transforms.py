@@ -57,3 +57,10 @@ class Batch(_Batch):
 
 Transformation = _Batch | MapTransform | RandomMapTransform | FilterTransform | MapWithIndexTransform
 Transformations = Sequence[Transformation]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TfRandomMap":
+        raise AttributeError("Grain's TfRandomMap is not part of thresher.grain.transforms: use RandomMapTransform "
+                             "(thresher passes a NumPy Generator; no TensorFlow op is run)")
+    raise AttributeError(f"module 'thresher.grain.transforms' has no attribute {name!r}")

@@ -33,8 +33,13 @@ import dataclasses
 import json
 from typing import Any
 
-import orbax.checkpoint as ocp
-from etils import epath
+from thresher._optional import missing, require
+
+try:
+    import orbax.checkpoint as ocp
+    from etils import epath
+except ModuleNotFoundError as e:
+    raise missing(e, "thresher.jax.checkpoint", extra="orbax") from e
 
 from thresher.jax.state_files import (
     load_state_text,
@@ -48,8 +53,7 @@ __all__ = ["CheckpointHandler", "CheckpointRestore", "CheckpointSave"]
 
 
 def _process() -> tuple[int, int]:
-    import jax
-
+    jax = require("jax", "thresher.jax.checkpoint")
     return jax.process_index(), jax.process_count()
 
 
@@ -80,7 +84,8 @@ class CheckpointHandler(ocp.CheckpointHandler):
             return load_state_text((directory / name).read_text(), f"{where}/{name}")
 
         args.how = restore_from_states(args.iterator, read, saved_count, index, count,
-                                       allow_approximate=args.allow_approximate)
+                                       allow_approximate=args.allow_approximate,
+                                       operations_changed=args.operations_changed)
         return args.iterator
 
     def metadata(self, directory: epath.Path) -> dict[str, Any] | None:
@@ -122,6 +127,9 @@ class CheckpointRestore(ocp.args.CheckpointArgs):
         iterator: the iterator to restore (a DataLoaderIterator or a global_batches one).
         allow_approximate: where an exact restore is impossible, restart approximately
             (see :mod:`thresher.jax.state_files`) instead of raising GeometryError.
+        operations_changed: the checkpoint was saved with other per-record operations; keep its
+            positions and sampler and apply this iterator's operations from the next record on
+            (``DataLoaderIterator.set_state(state, operations_changed=True)``).
         how: set by the restore: "exact", "exact-merged" (from the merge of all processes'
             states: each element not yet delivered is delivered once), "approximate" or
             "approximate-slowest".
@@ -129,4 +137,5 @@ class CheckpointRestore(ocp.args.CheckpointArgs):
 
     iterator: Any
     allow_approximate: bool = False
+    operations_changed: bool = False
     how: str | None = dataclasses.field(default=None, init=False)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from thresher._optional import require
 from thresher.errors import BatchError
 from thresher.jax.prefetch import DevicePrefetchIterator
 
@@ -25,11 +26,7 @@ __all__ = ["global_batches", "make_global_batch"]
 
 
 def _import_jax() -> Any:
-    try:
-        import jax
-    except ImportError as e:  # pragma: no cover - jax is a test dependency
-        raise ImportError("thresher.jax needs jax: pip install 'thresher[jax]'") from e
-    return jax
+    return require("jax", "thresher.jax")
 
 
 def _check_leaves(jax: Any, local_batch: Any) -> None:

@@ -201,16 +201,16 @@ class DevicePrefetchIterator:
             raise TypeError(f"the wrapped iterator {type(self._source).__name__} has no get_state()")
         return copy.deepcopy(self._state)
 
-    def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False) -> None:
+    def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False,
+                  operations_changed: bool = False) -> None:
         """Restores the wrapped iterator (see ``DataLoaderIterator.set_state``); drops prefetched batches."""
         setter = getattr(self._source, "set_state", None)
         if not callable(setter):
             raise TypeError(f"the wrapped iterator {type(self._source).__name__} has no set_state()")
         self._halt()
-        if allow_approximate:
-            setter(state, allow_approximate=True)
-        else:
-            setter(state)
+        options = {k: True for k, v in (("allow_approximate", allow_approximate),
+                                        ("operations_changed", operations_changed)) if v}
+        setter(state, **options)
         self._state = self._stateful.get_state() if self._stateful is not None else None
         self._done = False
 

@@ -84,7 +84,8 @@ def load_state_text(text: str, where: str) -> dict[str, Any]:
 
 
 def restore_from_states(iterator: Any, read: Callable[[int], dict[str, Any]], saved_count: int,
-                        process_index: int, process_count: int, *, allow_approximate: bool = False) -> str:
+                        process_index: int, process_count: int, *, allow_approximate: bool = False,
+                        operations_changed: bool = False) -> str:
     """Restores ``iterator`` from a run's per-process states; returns how ("exact", ...).
 
     ``read(i)`` returns the state saved by process i of ``saved_count``. See the
@@ -107,22 +108,23 @@ def restore_from_states(iterator: Any, read: Callable[[int], dict[str, Any]], sa
         >>> restore_from_states(new, saved.__getitem__, 2, 3, 4), next(new).tolist()
         ('exact', [22, 23])
     """
+    changed = {"operations_changed": True} if operations_changed else {}  # set_state(..., operations_changed)
     own = read(process_index) if saved_count == process_count else read(min(process_index, saved_count - 1))
     try:
-        iterator.set_state(own)
+        iterator.set_state(own, **changed)
         return "exact"
     except GeometryError:
         saved = LoaderState.from_json(own)
         if not saved.geometry.aligned or saved.extensions.consumed is not None:
-            iterator.set_state(merge_states([read(i) for i in range(saved_count)]))
+            iterator.set_state(merge_states([read(i) for i in range(saved_count)]), **changed)
             return "exact-merged"
         if not allow_approximate:
             raise
     try:
-        iterator.set_state(own, allow_approximate=True)
+        iterator.set_state(own, allow_approximate=True, **changed)
         return "approximate"
     except GeometryError:
         pass
     merged = slowest_state([read(i) for i in range(saved_count)])
-    iterator.set_state(merged, allow_approximate=True)
+    iterator.set_state(merged, allow_approximate=True, **changed)
     return "approximate-slowest"

@@ -23,7 +23,7 @@ from thresher.loader.profiling.timeline import plot_timeline
 from thresher.loader.profiling.tracing import Tracer, trace
 from thresher.loader.read_options import ReadOptions
 from thresher.loader.resumable import ResumableIterator
-from thresher.loader.state import slowest_state
+from thresher.loader.state import slowest_state, upgrade_state
 from thresher.loader.state_types import LoaderState
 
 __all__ = [
@@ -43,4 +43,5 @@ __all__ = [
     "preload_in_workers",
     "slowest_state",
     "trace",
+    "upgrade_state",
 ]

@@ -8,6 +8,7 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
+from thresher._validate import user_path
 from thresher.errors import ConfigError, ConfigTypeError
 from thresher.loader.autotune import AutotuneReport
 from thresher.loader.bad_records import MaxSkipped, check_policy
@@ -15,7 +16,7 @@ from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.engine import Engine
 from thresher.loader.exclusions import Exclusions, RecordKeys, record_blocklist
 from thresher.loader.iterator import DataLoaderIterator
-from thresher.loader.main_module import unimportable_main
+from thresher.loader.main_module import guard_error, unimportable_main
 from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S, LoaderOptions, WorkerCount, WorkerMode
 from thresher.loader.pool.worker_main import WorkerSpec
 from thresher.loader.pool.worker_start import make_worker_spec
@@ -23,6 +24,7 @@ from thresher.loader.profiling.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS
 from thresher.loader.read_options import ReadOptions
 from thresher.loader.state import geometry_of, stream_identity
 from thresher.loader.state_types import Geometry, LoaderState, StreamId
+from thresher.loader.warm_start import start_early
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.sources.protocol import check_source
 from thresher.transforms.operations import plan_operations
@@ -61,8 +63,9 @@ class DataLoader:
             quarter of the available memory. It changes speed and memory, never results.
         worker_timeout_s: the watchdog: seconds a worker may keep one chunk before the
             loader raises ``WorkerStuckError`` (naming the worker, the chunk's positions and
-            keys, with the worker's Python stack) and stops the workers. Default 300;
-            None waits forever. Per chunk, not per epoch: a slow pipeline that keeps
+            keys, with the worker's Python stack) and stops the workers. Worker threads
+            too: a stuck thread cannot be stopped and is left behind (docs/workers.md,
+            "Stuck threads"). Default 300; None waits forever. Per chunk, not per epoch: a slow pipeline that keeps
             delivering never trips it. Reads on threads have their own limit,
             ``ReadOptions.timeout_s``.
         read_options: reads in flight in each producer (a ``thresher.ReadOptions``, or
@@ -70,14 +73,15 @@ class DataLoader:
             filesystems, buckets, databases). Default: what the source suggests; with
             ``worker_count="auto"``, chosen from the measured reads. It changes speed,
             never results (docs/latency_bound_storage.md).
-        warm_start: with worker processes, each iterator computes its first chunks in
-            this process while its workers start (the fork server, then the workers
-            loading the pipeline): a first batch, and a restore, as fast as without
-            workers; the same batches. On by default. The operations of those first
-            chunks run in the training process, so a crash there (a segfault, an
-            ``os._exit``) is not isolated in a worker (a hang is: those chunks run on a
-            helper thread under ``worker_timeout_s``): pass ``warm_start=False`` to run
-            every chunk in a worker.
+        warm_start: opt-in (default False): with worker processes, each iterator
+            computes its first chunks in this process while its workers start (the
+            fork server, then the workers loading the pipeline); the same batches. It
+            gives up isolation for those chunks: their operations run in the training
+            process, so a crash there (a segfault, an ``os._exit``) ends the training
+            process (a hang is caught: those chunks run on a helper thread under
+            ``worker_timeout_s``). By default every chunk is computed in a worker, and
+            the fork server is started when the DataLoader is constructed, so the
+            workers of the first iterator start in milliseconds (docs/workers.md).
         errors: ``"raise"`` (default) stops at the first record whose read or per-record
             operation raises; ``"skip"`` drops it, deterministically, logs and counts it
             (``it.skipped_records``, ``it.stats().skipped_records``; see
@@ -141,7 +145,7 @@ class DataLoader:
         worker_buffer_size: int | None = None,
         worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
         read_options: Any = None,
-        warm_start: bool = True,
+        warm_start: bool = False,
         errors: str = "raise",
         max_skipped: MaxSkipped = None,
         skip_records: RecordKeys | None = None,
@@ -181,7 +185,7 @@ class DataLoader:
         self._processor = ChunkProcessor(data_source, sampler, self.plan, skip_errors=errors == "skip",
                                          max_skipped=max_skipped, exclusions=blocked)
         #: The delivery ledger's directory (thresher.loader.ledger), or None.
-        self.ledger = None if ledger is None else os.fspath(ledger)
+        self.ledger = None if ledger is None else user_path(ledger)
         self._worker_spec: WorkerSpec | None = None
         self._unusable: str | None = None  # why workers cannot run this pipeline ("auto" only)
         #: What ``worker_count="auto"`` chose (set by the first iterator), else None.
@@ -195,6 +199,11 @@ class DataLoader:
                 self._unusable = str(e).split(". ")[0]
             if worker_count == "auto" and self._unusable is None and unimportable_main() is not None:
                 self._unusable = "the main module was read from standard input: workers cannot import it"
+            if worker_count == "auto" and self._unusable is None and guard_error() is not None:
+                self._unusable = 'the script has no `if __name__ == "__main__":` guard: workers would run it again'
+            if self._unusable is None and isinstance(worker_count, int):
+                # While the user builds the model: the first iterator's workers then start in milliseconds.
+                start_early()
 
     @cached_property
     def engine(self) -> Engine:

@@ -90,7 +90,7 @@ class Engine:
     stream: StreamId
     geometry: Geometry
     stage_order: tuple[str, ...]
-    warm_start: bool = True
+    warm_start: bool = False
     read_options: ReadOptions = field(default_factory=ReadOptions)
     ledger: str | None = None
     worker_mode: WorkerMode = "process"
@@ -276,7 +276,7 @@ class Engine:
         probe = self.reads()
         return MeasuringProducer(self.processor, position, stop, self.chunk_size, stats, choose,
                                  ReadAhead(self.processor, probe.num_threads or 0, probe.timeout_s),
-                                 self.wants_thread_speedup)
+                                 self.wants_thread_speedup, self.worker_timeout_s, self.first_keys)
 
     def _producer(self, workers: int, mode: str, buffer: int | None, position: int, stop: int | None,
                   stats: StatsRecorder | None, decision: AutotuneReport | None, reads: ReadOptions) -> Producer:
@@ -295,14 +295,17 @@ class Engine:
             from thresher.loader.pool.threads import ThreadPoolProducer
 
             return ThreadPoolProducer(self.processor, position, stop, self.chunk_size, workers, buffer, stats,
-                                      reads=reads)
+                                      reads=reads, timeout_s=self.worker_timeout_s, keys=self.first_keys)
         # The pool's modules (sockets, shared memory) are loaded only by loaders with workers.
+        from thresher.errors import WorkerError
         from thresher.loader import warm_start
-        from thresher.loader.main_module import unimportable_main
+        from thresher.loader.main_module import guard_error, unimportable_main
         from thresher.loader.pool.workers import WorkerPoolProducer
 
         spec = self.worker_spec
         assert spec is not None
+        if multiprocessing.parent_process() is None and (why := guard_error()) is not None:
+            raise WorkerError(why)  # before any worker starts: whatever the data size, the first next() says it
 
         def pool(at: int, deferred: bool = False) -> WorkerPoolProducer:
             return WorkerPoolProducer(spec, at, stop, self.chunk_size, workers, buffer, stats, reads=reads,
@@ -313,6 +316,6 @@ class Engine:
             # Where workers cannot start (a script's top level run again in a worker, a script
             # read from stdin) the pool's clear error comes now, not after a warm start.
             return pool(position)
-        # The first chunks come from this process while the workers start: the same batches.
+        # Opted in: the first chunks come from this process while the workers start (the same batches).
         return warm_start.WarmStartProducer(self.processor, position, stop, self.chunk_size, stats,
                                             lambda at: pool(at, deferred=True), timeout_s=self.worker_timeout_s)

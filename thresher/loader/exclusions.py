@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.errors import ConfigError, InvalidStateError
 from thresher.loader.skips import SkipRanges
 
@@ -58,7 +59,7 @@ def record_blocklist(value: RecordKeys, num_records: int) -> SkipRanges:
         ((3, 5), (7, 8))
     """
     if isinstance(value, (str, os.PathLike)):
-        path = os.fspath(value)
+        path = user_path(value)
         keys: list[int] = []
         try:
             with open(path) as f:

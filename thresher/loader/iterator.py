@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.errors import TransformError
 from thresher.loader.autotune import AutotuneReport
 from thresher.loader.bad_records import BadRecords, DroppedRecord
@@ -22,6 +23,7 @@ from thresher.loader.ledger import LedgerWriter
 from thresher.loader.producer import Producer
 from thresher.loader.profiling.stats import LoaderStats, StatsRecorder
 from thresher.loader.skips import SkipPlan, SkipRanges
+from thresher.loader.state import continued_stream
 from thresher.loader.state_input import as_state
 from thresher.loader.state_types import LoaderState
 from thresher.randomness.record_rng import RecordRng
@@ -142,7 +144,8 @@ class DataLoaderIterator:
         self._batcher = self._new_batcher()
         self._exhausted = False
         self._closed = False
-        self._producer = self._engine.producer(position, self._stats, self._decision, self._on_decision)
+        # The producer (and its workers) starts with the first next(): a set_state right after
+        # iter() (a restore) then starts the workers once, at the restored position.
 
     def _new_batcher(self) -> Batcher:
         # With exclusions and no Filter before the Batch, a batch stays its step's positions (one
@@ -228,8 +231,10 @@ class DataLoaderIterator:
                     self._ledger.end(self._ledger_from, self._ledger_from if stop is None else stop)
                 self._stop()
                 raise StopIteration
-            assert self._producer is not None
             try:
+                if self._producer is None:
+                    self._producer = self._engine.producer(self._state_position, self._stats, self._decision,
+                                                           self._on_decision)
                 chunk = self._producer.next_chunk()
             except BaseException:
                 self.close()
@@ -287,8 +292,17 @@ class DataLoaderIterator:
                                                       consumed=consumed))
         return state.to_json()
 
+    def state_at(self, position: int) -> LoaderState:
+        """The state of this iterator's stream at ``position`` (a front end adds its extensions to it).
+
+        It is the loader's, unless a restore with ``operations_changed=True`` made this iterator
+        continue a stream under other operations: its states record that.
+        """
+        return self._engine.state_at(position)
+
     def set_state(self, state: dict[str, Any], *, allow_approximate: bool = False,
-                  skip_steps: range | None = None, skip_records: RecordKeys | None = None) -> None:
+                  skip_steps: range | None = None, skip_records: RecordKeys | None = None,
+                  operations_changed: bool = False) -> None:
         """Continues with exactly the batch that followed when ``state`` was taken.
 
         Raises InvalidStateError for a malformed state, IncompatibleStateError for a
@@ -312,12 +326,20 @@ class DataLoaderIterator:
 
         A state merged by ``thresher.merge_states`` restores exactly on any number of
         processes: every element not delivered before it is delivered once (docs/forensics.md).
+
+        ``operations_changed=True``: the state was saved by this pipeline with other per-record
+        operations (an augmentation added, a decode function fixed), which is otherwise refused.
+        The positions and the sampler are kept and this loader's operations apply from the next
+        record on; the states saved from now on record the change (``stream.replaced_operations``,
+        part of the fingerprint) and restore into this loader without the flag. See docs/state.md.
         """
         self.restore(LoaderState.from_json(as_state(state, "set_state")),  # Grain-style bytes too
-                     allow_approximate=allow_approximate, skip_steps=skip_steps, skip_records=skip_records)
+                     allow_approximate=allow_approximate, skip_steps=skip_steps, skip_records=skip_records,
+                     operations_changed=operations_changed)
 
     def restore(self, state: LoaderState, *, allow_approximate: bool = False,
-                skip_steps: range | None = None, skip_records: RecordKeys | None = None) -> None:
+                skip_steps: range | None = None, skip_records: RecordKeys | None = None,
+                operations_changed: bool = False) -> None:
         """``set_state`` for a parsed state (``LoaderState.from_json``)."""
         from thresher.loader.steps import skip_plan, steps_as_skips
 
@@ -328,6 +350,9 @@ class DataLoaderIterator:
             records = records.union(record_blocklist(skip_records, base.processor.sampler.num_records))
         consumed = state.extensions.consumed
         engine = base.with_exclusions(Exclusions(records, None if consumed is None else consumed.unmerged()))
+        stream = continued_stream(state, base.stream, operations_changed)
+        if stream != engine.stream:  # the operations changed (now or before this state): keep the record
+            engine, state = replace(engine, stream=stream), state.adopted_by(stream)
         position = engine.resume_position(state, allow_approximate=allow_approximate)
         if self._producer is not None:
             self._producer.close()
@@ -363,7 +388,7 @@ class DataLoaderIterator:
         if self._ledger is not None:  # another directory from now on
             ledger, self._ledger = self._ledger, None
             ledger.close()
-        self._ledger_dir = os.fspath(directory)
+        self._ledger_dir = user_path(directory)
         self._ledger_begun = False
 
     def _begin_ledger(self) -> None:

@@ -25,13 +25,14 @@ import os
 import re
 import sys
 
-__all__ = ["GUARD_HINT", "has_main_guard", "main_script", "missing_guard", "unimportable_main"]
+__all__ = ["GUARD_HINT", "guard_error", "has_main_guard", "main_script", "missing_guard", "unimportable_main"]
 
 _GUARD = re.compile(r"""__name__\s*==\s*(['"])__main__\1|(['"])__main__\2\s*==\s*__name__""")
 
-GUARD_HINT = ('your script\'s top level probably ran again in the worker: put the training loop under '
-              '`if __name__ == "__main__":` (worker processes import the script again, as any '
-              'multiprocessing code does; the guard keeps them from running the loop themselves)')
+_GUARD_FIX = ('put the training loop under `if __name__ == "__main__":` (worker processes import the '
+              'script again, as any multiprocessing code does; the guard keeps them from running the loop '
+              'themselves)')
+GUARD_HINT = f"your script's top level probably ran again in the worker: {_GUARD_FIX}"
 
 
 def has_main_guard(source: str) -> bool:
@@ -58,6 +59,25 @@ def missing_guard() -> bool:
             return not has_main_guard(f.read())
     except OSError:
         return False
+
+
+def guard_error() -> str | None:
+    """Why worker processes must not start for this script (no ``__main__`` guard), or None.
+
+    Checked before any worker starts, so that the mistake is an error on the first
+    iteration whatever the data size (a worker would otherwise meet it only once it
+    starts, and only a stream long enough to reach the workers would show it).
+
+    Example:
+        >>> from thresher.loader.main_module import guard_error
+        >>> guard_error() is None   # pytest's main module has the guard
+        True
+    """
+    if not missing_guard():
+        return None
+    return (f"thresher did not start worker processes: {main_script()} has no `if __name__ == \"__main__\":` "
+            "guard, so each worker would run its top level again (and this loop with it) before its first "
+            f"chunk: {_GUARD_FIX}, or use worker_count=0. The iterator is closed")
 
 
 def unimportable_main() -> str | None:

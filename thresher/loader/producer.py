@@ -92,18 +92,21 @@ class MeasuringProducer:
     When ``wants_pair(probe)`` says so (the worker mode is to be chosen), the next two
     chunks are computed at once on two threads and their ``thread_speedup`` is added
     to the probe (see thresher.loader.thread_probe); they are handed out in order too.
+    The pair's helper thread is watched with ``timeout_s`` (the loader's ``worker_timeout_s``).
     """
 
     MIN_PROBES, MAX_PROBES, CHEAP_S, LONG_S = 2, 4, 0.01, 0.2
 
     def __init__(self, processor: ChunkProcessor, start: int, stop: int | None, chunk_size: int,
                  stats: StatsRecorder | None, choose: Callable[[Probe, int], Producer],
-                 reads: ReadAhead | None = None, wants_pair: Callable[[Probe], bool] | None = None) -> None:
+                 reads: ReadAhead | None = None, wants_pair: Callable[[Probe], bool] | None = None,
+                 timeout_s: float | None = None, keys: Callable[[int, int], list[int]] | None = None) -> None:
         self._probe = InProcessProducer(processor, start, stop, chunk_size, stats, reads)
         self._processor, self._stats = processor, stats
         self._start, self._stop, self._chunk_size = start, stop, chunk_size
         self._choose = choose
         self._wants_pair = wants_pair
+        self._timeout_s, self._keys = timeout_s, keys  # the watchdog of the pair's helper thread
         self._probes: list[Probe] = []
         self._ready: deque[Chunk | BaseException] = deque()  # the pair's chunks, not yet handed out
         self._index = 0  # chunks handed out
@@ -153,7 +156,8 @@ class MeasuringProducer:
         second = chunk_bounds(at, self._stop, self._chunk_size, 1)
         if first is None or second is None or second[1] - second[0] < self._chunk_size:
             return probe, at  # too little left to measure: the mode is chosen without it
-        chunks, seconds = measure_pair(self._processor, first, second, read_threads, timeout_s)
+        chunks, seconds = measure_pair(self._processor, first, second, read_threads, timeout_s, self._timeout_s,
+                                       self._keys)
         for i, (c, bounds) in enumerate(zip(chunks, (first, second), strict=True)):
             if self._stats is not None and isinstance(c, Chunk) and c.marks is not None:
                 self._stats.chunk(self._processor.stages, c.marks, index=self._index + i, start=bounds[0],

@@ -42,6 +42,7 @@ import numpy as np
 
 from thresher.errors import ReadTimeoutError
 from thresher.loader.chunk import ChunkProcessor, Reading
+from thresher.sources.protocol import BlockHintedSource
 
 __all__ = ["Pending", "ReadAhead"]
 
@@ -93,6 +94,7 @@ class ReadAhead:
         self._executor: ThreadPoolExecutor | None = None
         self.read_wall_ns = 0
         self.read_cpu_ns = 0
+        self._windows_told: set[tuple[int, int]] = set()  # (epoch, window) pairs last told to the source
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -125,9 +127,31 @@ class ReadAhead:
         if end > start:
             source.upcoming(sampler.keys(sampler.to_global(np.arange(start, end, dtype=np.int64))))
 
+    def _tell_blocks(self, reading: Reading) -> None:
+        """Passes a source that takes it (``BlockHintedSource``) the blocks of the BlockShuffle
+        windows that ``reading``'s first and last positions lie in, once per window: its reader
+        can then fetch whole blocks in few requests. A hint: what is read never depends on it."""
+        sampler = self._processor.sampler
+        source = self._processor.source
+        if sampler.block_shuffle is None or not len(reading.globals_) or not isinstance(source, BlockHintedSource):
+            return
+        n = sampler.num_records
+        windows = set()
+        for g in (int(reading.globals_[0]), int(reading.globals_[-1])):
+            order = sampler.epoch_order(g // n)
+            windows.add((g // n, order.window_of(g % n)))
+        new = windows - self._windows_told
+        if not new:
+            return
+        self._windows_told = windows
+        blocks = [r for e, w in sorted(new) for r in sampler.epoch_order(e).window_blocks(w)]
+        source.upcoming_blocks(np.array([a for a, _ in blocks], dtype=np.int64),
+                               np.array([b for _, b in blocks], dtype=np.int64))
+
     def start(self, start: int, stop: int) -> Pending:
         """Samples positions [start, stop) and, with threads, starts reading them."""
         reading = self._processor.sample(np.arange(start, stop, dtype=np.int64))
+        self._tell_blocks(reading)
         if self.threads == 0 or not reading.key_list:
             return Pending(reading, None)
         pool = self._pool()

@@ -13,23 +13,28 @@ loader (where to resume) and merges the states of a run.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateError
-from thresher.loader.state_types import STATE_VERSION, Geometry, LoaderState, Slowest, StreamId
+from thresher.loader.state_digest import DIGEST, state_digest
+from thresher.loader.state_input import as_state
+from thresher.loader.state_types import LEGACY_VERSION, STATE_VERSION, Geometry, LoaderState, Slowest, StreamId
 from thresher.samplers.geometry import ShardGeometry
 
 __all__ = [
     "STATE_VERSION",
     "check_run",
     "check_stream",
+    "continued_stream",
     "geometry_of",
     "make_state",
     "next_global_position",
     "restore_position",
     "slowest_state",
     "stream_identity",
+    "upgrade_state",
 ]
 
 
@@ -198,6 +203,36 @@ def resume_position(
     raise GeometryError(f"cannot restore {where}: {why}. {fix}")
 
 
+def continued_stream(state: LoaderState, stream: StreamId, operations_changed: bool = False) -> StreamId:
+    """The stream an iterator of ``stream`` continues after restoring ``state``.
+
+    ``stream`` itself, unless the state's stream is this one under other operations: with
+    ``operations_changed=True`` (the user changed the per-record operations on purpose), the
+    state's stream with this loader's operations, the old digest recorded in
+    ``replaced_operations`` (and so in the fingerprint); a state saved after such a change
+    restores into the changed loader without the flag. Anything else is left to
+    :func:`check_stream` to refuse.
+
+    Example:
+        >>> from thresher.loader.state_types import Geometry
+        >>> old, new = StreamId(8, True, 1, None, "ops-a"), StreamId(8, True, 1, None, "ops-b")
+        >>> saved = LoaderState.at(4, old, Geometry(0, 1, 1, 2, False, True))
+        >>> continued_stream(saved, new, operations_changed=True).to_json()["replaced_operations"]
+        ['ops-a']
+        >>> continued_stream(saved, new) == new   # check_stream then refuses it
+        True
+    """
+    saved = state.stream
+    if saved.fingerprint == stream.fingerprint:
+        return stream
+    same_but_operations = saved.differences(stream) in ([], ["operations"])
+    if not same_but_operations or stream.replaced_operations:
+        return stream
+    if saved.operations == stream.operations:  # saved after a change: continue its record
+        return saved
+    return saved.with_operations_of(stream) if operations_changed else stream
+
+
 def check_stream(state: LoaderState, stream: StreamId, operation_names: tuple[str, ...] = ()) -> None:
     """Raises IncompatibleStateError, naming what differs, unless ``state`` is of ``stream``."""
     if state.stream.fingerprint != stream.fingerprint:
@@ -212,11 +247,15 @@ def check_stream(state: LoaderState, stream: StreamId, operation_names: tuple[st
                 diffs.append(
                     f"{k} (saved {getattr(state.stream, k)!r}, this loader {getattr(stream, k)!r})"
                 )
+        changed_operations = state.stream.differences(stream) == ["operations"]
         raise IncompatibleStateError(
             "this state was saved by a loader with a different global stream: "
             + "; ".join(diffs or ["fingerprint"])
-            + ". Restore it with the same source, sampler (shuffle, seed, num_epochs) and "
-            "operations"
+            + (". If you changed the operations on purpose (a new augmentation, a fixed decode "
+               "function), restore with set_state(state, operations_changed=True): the positions and "
+               "the sampler are kept and the new operations apply from the next record on "
+               "(docs/state.md, 'Changing the operations')" if changed_operations else
+               ". Restore it with the same source, sampler (shuffle, seed, num_epochs) and operations")
         )
 
 
@@ -305,3 +344,43 @@ def check_run(states: Sequence[Mapping[str, Any]], who: str) -> dict[int, Loader
 
 def _without_index(geometry: Geometry) -> dict[str, Any]:
     return {k: v for k, v in geometry.to_json().items() if k != "shard_index"}
+
+
+def upgrade_state(state: Any) -> dict[str, Any]:
+    """A state saved by thresher before states carried a digest (version 1), as this version saves it.
+
+    ``set_state`` refuses a version-1 state: it carries no digest, so nothing shows
+    whether it was edited after it was saved. Pass it through this function to
+    restore it: every field is checked as ``set_state`` checks it (types, ranges, the
+    fingerprint), and the state comes back as version 2 with its digest. The one thing
+    that cannot be checked is that the state was not edited: upgrade only states you
+    saved and did not change. A version-2 state is checked and returned unchanged.
+
+    Example:
+        >>> import thresher as th
+        >>> loader = th.DataLoader(th.sources.RangeDataSource(0, 8), th.IndexSampler(8), [th.Batch(2)])
+        >>> it = iter(loader)
+        >>> _ = next(it)
+        >>> old = {k: v for k, v in it.get_state().items() if k != "digest"}
+        >>> old["version"] = 1                     # what thresher saved before digests
+        >>> it2 = iter(loader)
+        >>> it2.set_state(th.upgrade_state(old))
+        >>> next(it2).tolist()
+        [2, 3]
+    """
+    d = as_state(state, "upgrade_state")  # Grain-style bytes of JSON too
+    if not isinstance(d, Mapping):
+        raise InvalidStateError(f"upgrade_state needs a state dict as get_state() returned it, got "
+                                f"{type(d).__name__}")
+    version = d.get("version")
+    if version == STATE_VERSION:
+        LoaderState.from_json(d)
+        return copy.deepcopy(dict(d))
+    if version != LEGACY_VERSION or DIGEST in d:
+        raise InvalidStateError(f"upgrade_state reads states of version {LEGACY_VERSION} (saved without a "
+                                f"digest); this one has version {version!r}"
+                                + (" and a digest" if DIGEST in d else ""))
+    upgraded = {**copy.deepcopy(dict(d)), "version": STATE_VERSION}
+    upgraded[DIGEST] = state_digest(upgraded)
+    LoaderState.from_json(upgraded)  # every other check
+    return upgraded

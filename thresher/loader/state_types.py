@@ -2,13 +2,18 @@
 
 ``LoaderState.from_json`` is the only reader of a saved state's keys and does all the
 checking (raising InvalidStateError); ``to_json`` writes the JSON format that users
-save (version 1, unchanged). Its parts:
+save (version 2: version 1 plus ``digest``). Its parts:
 
 - ``StreamId``: what defines the global stream; its digest is the ``fingerprint``.
 - ``Geometry``: this process's part of it (shard, block, batch); its arithmetic is
   ``thresher.samplers.geometry.ShardGeometry``'s.
 - ``Extensions``: what a layer above the engine adds (a mixture's segment, packing's
   rows), typed, under the ``"dataset"`` key.
+- ``digest``: a keyed BLAKE2b of the canonical JSON of all the other fields
+  (thresher.loader.state_digest). ``to_json`` adds it, ``from_json`` refuses a state whose
+  fields do not match it: any edit after saving (docs/state.md).
+  ``upgrade_state`` (thresher.loader.state) gives a version-1 state, saved before
+  digests, its digest, on the user's word that it was not edited.
 
 Example:
     >>> stream, geometry = StreamId(10, False, None, 1, "ops"), Geometry(0, 1, 1, 2, False, True)
@@ -22,15 +27,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from thresher._validate import check_int, is_int
+from thresher._validate import check_int
 from thresher.errors import InvalidStateError
 from thresher.loader.exclusions import Consumed
 from thresher.loader.skips import SkipRanges
+from thresher.loader.state_digest import DIGEST, check_digest, state_digest
 from thresher.samplers.geometry import ShardGeometry
 
 __all__ = [
@@ -38,18 +43,21 @@ __all__ = [
     "Extensions",
     "Geometry",
     "LoaderState",
-    "MixSegment",
     "Slowest",
+    "StateExtension",
     "StreamId",
+    "register_extension",
 ]
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+LEGACY_VERSION = 1  # saved before digests: read only through upgrade_state (thresher.loader.state)
 _STREAM_FIELDS = ("num_records", "shuffle", "seed", "num_epochs", "operations")
 _SLOWEST = "slowest_of"  # set by slowest_state: the number of states merged
 _SLOWEST_GLOBAL = "slowest_global_position"
 _MAX_POSITION = 2**62  # positions and record indices are 64-bit integers; leave room for arithmetic
 _MAX_GEOMETRY = 2**31  # shard counts, block and batch sizes: their products must stay in int64
 _DATASET = "dataset"
+_REPLACED = "replaced_operations"  # StreamId: the operations digests before set_state(operations_changed=True)
 
 
 def _require(
@@ -70,13 +78,20 @@ def _require(
 
 @dataclass(frozen=True)
 class StreamId:
-    """What defines the global stream: source length, shuffle, seed, epochs, operations digest."""
+    """What defines the global stream: source length, shuffle, seed, epochs, operations digest.
+
+    ``replaced_operations``: the digests of the operations this stream ran with before a
+    restore with ``set_state(state, operations_changed=True)``, oldest first (empty for a
+    stream whose operations never changed; then absent from the JSON, so the fingerprint of
+    such a stream is what it always was).
+    """
 
     num_records: Any
     shuffle: Any
     seed: Any
     num_epochs: Any
     operations: Any
+    replaced_operations: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, stream_config: Mapping[str, Any], operations_digest: str) -> StreamId:
@@ -90,14 +105,28 @@ class StreamId:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in _STREAM_FIELDS}
+        out = {k: getattr(self, k) for k in _STREAM_FIELDS}
+        if self.replaced_operations:
+            out[_REPLACED] = list(self.replaced_operations)
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> StreamId:
         for k in _STREAM_FIELDS:
             if k not in d:
                 raise InvalidStateError(f"state['stream'] has no {k!r} field")
-        return cls(*(d[k] for k in _STREAM_FIELDS))
+        replaced = d.get(_REPLACED, [])
+        if not isinstance(replaced, list) or not all(isinstance(r, str) for r in replaced):
+            raise InvalidStateError(f"state['stream'][{_REPLACED!r}] must be a list of digests, got {replaced!r}")
+        num_records, shuffle, seed, num_epochs, operations = (d[k] for k in _STREAM_FIELDS)
+        return cls(num_records, shuffle, seed, num_epochs, operations, tuple(replaced))
+
+    def with_operations_of(self, other: StreamId) -> StreamId:
+        """This stream, continued under ``other``'s operations: the change is recorded in it."""
+        if other.operations == self.operations:
+            return self
+        return replace(self, operations=other.operations,
+                       replaced_operations=(*self.replaced_operations, self.operations))
 
     @property
     def fingerprint(self) -> str:
@@ -157,6 +186,11 @@ class Geometry(ShardGeometry):
         if not isinstance(d.get("drop_remainder", False), bool):
             raise InvalidStateError(f"state['geometry']['drop_remainder'] must be a bool, "
                                     f"got {d['drop_remainder']!r}")
+        if aligned and (batch_size is None or (d["block_size"] != batch_size and d["shard_count"] > 1)):
+            raise InvalidStateError(
+                f"state['geometry'] is aligned with batch_size {batch_size}, block_size {d['block_size']} and "
+                f"shard_count {d['shard_count']}: an aligned geometry has a batch size, equal to the block size "
+                "when there are several shards; the state was edited")
         return cls(
             d["shard_index"],
             d["shard_count"],
@@ -171,58 +205,90 @@ class Geometry(ShardGeometry):
         return replace(self, shard_index=0)
 
 
-@dataclass(frozen=True)
-class MixSegment:
-    """A mixture's segment: its weights, where it starts, and each component's offset."""
+class StateExtension(Protocol):
+    """What a layer above the engine saves in a state (a frozen dataclass), registered under a key
+    of ``state['dataset']`` with :func:`register_extension`. The loader never names one."""
 
-    weights: tuple[Any, ...]
-    origin: int
-    offsets: tuple[int, ...]
+    def to_json(self) -> Any: ...
 
-    def to_json(self) -> dict[str, Any]:
-        return {"weights": list(self.weights), "origin": self.origin, "offsets": list(self.offsets)}
 
-    @classmethod
-    def from_json(cls, mix: Any) -> MixSegment:
-        def count(x: Any) -> bool:
-            return isinstance(x, int) and is_int(x, minimum=0, maximum=_MAX_POSITION)
+_E = TypeVar("_E", bound=StateExtension)
+#: Registered extensions: key of ``state['dataset']`` -> (class, parser). A deliberate process-wide
+#: registry, filled when the modules that own the extensions are imported (``import thresher`` imports
+#: them all). A parser returns None for a value that means "absent".
+_REGISTRY: dict[str, tuple[type, Callable[[Any], Any]]] = {}
 
-        def weight(x: Any) -> bool:
-            return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
 
-        if not (isinstance(mix, dict) and isinstance(mix.get("weights"), list) and count(mix.get("origin"))
-                and isinstance(mix.get("offsets"), list) and all(map(count, mix["offsets"]))
-                and all(map(weight, mix["weights"])) and len(mix["weights"]) == len(mix["offsets"])):
-            raise InvalidStateError(f"state['dataset']['mix'] is malformed: {mix!r}; expected weights (numbers "
-                                    ">= 0), an origin and offsets (ints in [0, 2**62]), one weight and offset "
-                                    "per component")
-        return cls(tuple(mix["weights"]), mix["origin"], tuple(mix["offsets"]))
+def register_extension(key: str) -> Callable[[type[_E]], type[_E]]:
+    """Registers a state extension class under ``key`` of ``state['dataset']``; the class has
+    ``to_json()`` and a ``from_json(value)`` classmethod (raising InvalidStateError, or returning None).
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> from thresher.loader.state_types import Extensions, register_extension
+        >>> @register_extension("example_rows")
+        ... @dataclass(frozen=True)
+        ... class Rows:
+        ...     rows: int
+        ...     def to_json(self): return {"rows": self.rows}
+        ...     @classmethod
+        ...     def from_json(cls, v): return cls(v["rows"])
+        >>> Extensions.from_json(Extensions().with_(Rows(2)).to_json()).get(Rows)
+        Rows(rows=2)
+    """
+    if key in _RESERVED:
+        raise ValueError(f"state['dataset'][{key!r}] is the loader's own")
+
+    def register(cls: type[_E]) -> type[_E]:
+        known = _REGISTRY.get(key)
+        if known is not None and known[0].__qualname__ != cls.__qualname__:
+            raise ValueError(f"state['dataset'][{key!r}] is already registered by {known[0].__qualname__}")
+        _REGISTRY[key] = (cls, cls.from_json)  # type: ignore[attr-defined]
+        return cls
+
+    return register
+
+
+def _key_of(cls: type) -> str:
+    for key, (known, _) in _REGISTRY.items():
+        if known is cls:
+            return key
+    raise KeyError(f"{cls.__qualname__} is not a registered state extension (use @register_extension)")
+
+
+_RESERVED = ("skips", "skip_records", "consumed")
 
 
 @dataclass(frozen=True)
 class Extensions:
     """What the layers above the engine add to a state (``state['dataset']``).
 
-    ``mix``: the segment of a mixture read in order; ``pack_rows``: the rows of the
-    current packed window already emitted; ``skips``: the global positions of the
-    steps skipped by ``set_state(..., skip_steps=...)`` (thresher.loader.skips);
-    ``skip_records``: the record keys never delivered (key ranges); ``consumed``: the
-    positions consumed under an earlier number of processes (thresher.loader.exclusions).
-    A new extension is a new typed field here, read and written by ``from_json``/``to_json``.
+    The loader's own: ``skips``: the global positions of the steps skipped by
+    ``set_state(..., skip_steps=...)`` (thresher.loader.skips); ``skip_records``: the record
+    keys never delivered (key ranges); ``consumed``: the positions consumed under an earlier
+    number of processes (thresher.loader.exclusions). Everything else is a registered
+    :class:`StateExtension` of a layer above (a mixture's segment, packing's rows), kept by key
+    in ``layers``: ``get(cls)`` reads one, ``with_(ext)`` sets one.
     """
 
-    mix: MixSegment | None = None
-    pack_rows: int | None = None
     skips: SkipRanges = field(default_factory=SkipRanges)
     skip_records: SkipRanges = field(default_factory=SkipRanges)
     consumed: Consumed | None = None
+    layers: tuple[tuple[str, Any], ...] = ()
+
+    def get(self, cls: type[_E]) -> _E | None:
+        """The extension of class ``cls``, or None."""
+        key = _key_of(cls)
+        return next((ext for k, ext in self.layers if k == key), None)
+
+    def with_(self, ext: StateExtension) -> Extensions:
+        """These extensions with ``ext`` set (replacing one of its class)."""
+        key = _key_of(type(ext))
+        layers = tuple(sorted([(k, e) for k, e in self.layers if k != key] + [(key, ext)], key=lambda kv: kv[0]))
+        return replace(self, layers=layers)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.mix is not None:
-            out["mix"] = self.mix.to_json()
-        if self.pack_rows is not None:
-            out["pack"] = {"rows": self.pack_rows}
+        out: dict[str, Any] = {key: ext.to_json() for key, ext in self.layers}
         if self.skips:
             out["skips"] = self.skips.to_json()
         if self.skip_records:
@@ -235,16 +301,20 @@ class Extensions:
     def from_json(cls, extra: Any) -> Extensions:
         if not isinstance(extra, dict):
             return cls()
-        mix = extra.get("mix")
-        pack = extra.get("pack")
-        rows = pack.get("rows") if isinstance(pack, dict) else None
-        ok_rows = isinstance(rows, int) and is_int(rows, minimum=0, maximum=_MAX_POSITION)
         skips = SkipRanges.from_json(extra["skips"]) if "skips" in extra else SkipRanges()
         blocked = (SkipRanges.from_json(extra["skip_records"], "state['dataset']['skip_records']", "record key")
                    if "skip_records" in extra else SkipRanges())
         consumed = Consumed.from_json(extra["consumed"]) if "consumed" in extra else None
-        return cls(None if mix is None else MixSegment.from_json(mix), rows if ok_rows else None, skips, blocked,
-                   consumed)
+        layers = []
+        for key in sorted(k for k in extra if k not in _RESERVED):
+            if key not in _REGISTRY:
+                raise InvalidStateError(f"state['dataset'][{key!r}] is not known to this thresher (known: "
+                                        f"{sorted(_REGISTRY) + list(_RESERVED)}); restore it with the thresher "
+                                        "and the pipeline that saved it")
+            ext = _REGISTRY[key][1](extra[key])
+            if ext is not None:
+                layers.append((key, ext))
+        return cls(skips, blocked, consumed, tuple(layers))
 
 
 @dataclass(frozen=True)
@@ -329,6 +399,7 @@ class LoaderState:
         extra = self.extensions.to_json()
         if extra:
             out[_DATASET] = extra
+        out[DIGEST] = state_digest(out)
         return out
 
     @classmethod
@@ -339,10 +410,15 @@ class LoaderState:
                 f"a state must be a dict as returned by get_state(), got {type(state).__name__}"
             )
         version = _require(state, "version", (int,))
+        if version == LEGACY_VERSION and DIGEST not in state:
+            raise InvalidStateError(
+                "this state (version 1) was saved by an earlier thresher, without the digest that shows "
+                "it was not edited since; this thresher restores it after thresher.upgrade_state(state), "
+                "which adds the digest: do that only for a state you did not edit (docs/state.md)")
         if version != STATE_VERSION:
             raise InvalidStateError(
                 f"state version {version} is not supported (this thresher reads version "
-                f"{STATE_VERSION})"
+                f"{STATE_VERSION}, and version {LEGACY_VERSION} through thresher.upgrade_state)"
             )
         position = _require(state, "position", (int,))
         if not 0 <= position < _MAX_POSITION:
@@ -371,7 +447,7 @@ class LoaderState:
         names = state.get("operations")
         operations = tuple(str(n) for n in names) if isinstance(names, list) else ()
         g = state.get("global_position")
-        return cls(
+        parsed = cls(
             position,
             stream,
             geometry,
@@ -380,3 +456,5 @@ class LoaderState:
             slowest,
             Extensions.from_json(state.get(_DATASET)),
         )
+        check_digest(state)  # last: a malformed field is named by the checks above
+        return parsed

@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from thresher.loader.autotune import AutotuneReport
@@ -55,12 +56,16 @@ MIN_GAIN = 1.15
 
 
 def measure_pair(processor: ChunkProcessor, first: tuple[int, int], second: tuple[int, int],
-                 read_threads: int = 0, timeout_s: float | None = None,
+                 read_threads: int = 0, timeout_s: float | None = None, worker_timeout_s: float | None = None,
+                 keys: Callable[[int, int], list[int]] | None = None,
                  ) -> tuple[list[Chunk | BaseException], float]:
     """Computes two chunks at once on two threads: ``([chunk or error, ...], seconds for both)``.
 
     Each thread has its own shallow copy of ``processor`` (its own per-record
     generator) and, with ``read_threads``, its own reads in flight, as a worker thread has.
+    The helper thread's chunk (``first``) is watched as a worker thread's is: not done
+    ``worker_timeout_s`` after it began, it is a WorkerStuckError with the helper's stack
+    (the helper is left behind; ``keys`` gives the chunk's first record keys for the message).
     """
     out: list[Chunk | BaseException] = [BaseException("not computed"), BaseException("not computed")]
 
@@ -78,7 +83,16 @@ def measure_pair(processor: ChunkProcessor, first: tuple[int, int], second: tupl
     started = time.monotonic_ns()
     helper.start()
     compute(1, second)
-    helper.join()
+    waited = (time.monotonic_ns() - started) / 1e9
+    helper.join(None if worker_timeout_s is None else max(0.0, worker_timeout_s - waited))
+    if helper.is_alive():
+        from thresher.loader.pool.watchdog import thread_stack, thread_stuck_error  # only for this error
+
+        assert worker_timeout_s is not None
+        stuck_s = (time.monotonic_ns() - started) / 1e9
+        raise thread_stuck_error('the helper thread measuring threads against processes (worker_count="auto")',
+                                 None, first, None if keys is None else keys(*first), stuck_s, worker_timeout_s,
+                                 thread_stack(helper))
     return out, (time.monotonic_ns() - started) / 1e9
 
 

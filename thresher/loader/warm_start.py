@@ -50,7 +50,7 @@ from thresher.loader.chunk import Chunk, ChunkProcessor
 from thresher.loader.producer import InProcessProducer, chunk_bounds
 from thresher.loader.profiling.stats import StatsRecorder
 
-__all__ = ["Deferred", "WarmStartProducer", "begin", "is_ready", "wait"]
+__all__ = ["Deferred", "WarmStartProducer", "begin", "is_ready", "start_early", "wait"]
 
 _lock = threading.Lock()
 _ready = threading.Event()
@@ -93,6 +93,34 @@ def begin() -> None:
         if _thread is None:
             _thread = threading.Thread(target=_start_server, name="thresher-warm-start", daemon=True)
             _thread.start()
+
+
+def start_early() -> bool:
+    """Starts the fork server in the background now if worker processes can start here; returns at once.
+
+    A DataLoader with worker processes calls it when it is constructed, so that the fork
+    server (a fresh interpreter that imports thresher, and what the script imports at its
+    top level) starts while the user builds and compiles the model, not at the first
+    ``next()``. Nothing runs a user operation: the server only imports modules. Not in a
+    worker process, nor where workers could not start (a script without the ``__main__``
+    guard, one read from standard input: the first iteration says why), nor without a
+    fork server (``spawn``). Returns whether it was started (or already was).
+
+    Example:
+        >>> from thresher.loader import warm_start
+        >>> warm_start.start_early()
+        True
+    """
+    import multiprocessing
+
+    from thresher.loader.main_module import guard_error, unimportable_main
+    from thresher.loader.pool.worker_start import start_method
+
+    if (start_method() != "forkserver" or multiprocessing.parent_process() is not None
+            or unimportable_main() is not None or guard_error() is not None):
+        return False
+    begin()
+    return True
 
 
 def is_ready() -> bool:

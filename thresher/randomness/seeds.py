@@ -18,6 +18,7 @@ from thresher.errors import ConfigError, ConfigTypeError
 
 __all__ = [
     "DOMAIN_BATCH",
+    "DOMAIN_BLOCKS",
     "DOMAIN_OPERATION",
     "DOMAIN_PERMUTATION",
     "DOMAIN_RECORD",
@@ -44,6 +45,7 @@ DOMAIN_PERMUTATION = 0x5045524D  # "PERM"
 DOMAIN_RECORD = 0x52454344  # "RECD"
 DOMAIN_BATCH = 0x42415443  # "BATC"
 DOMAIN_OPERATION = 0x4F504552  # "OPER"
+DOMAIN_BLOCKS = 0x424C434B  # "BLCK": a BlockShuffle's epoch key
 
 # Salts: mixed into a derived word so that two uses of one seed never give the same stream.
 SALT_OPERATION_SEED = 0x53454544  # "SEED": a RandomMap keyed by its own seed

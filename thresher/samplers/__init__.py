@@ -7,8 +7,9 @@ Example:
 """
 
 from thresher.randomness.permutation import Permutation
+from thresher.samplers.block_shuffle import BlockShuffle
 from thresher.samplers.index_sampler import IndexSampler, RecordMetadata
 from thresher.samplers.sharding import NoSharding, ShardByJaxProcess, ShardOptions
 
-__all__ = ["IndexSampler", "NoSharding", "Permutation", "RecordMetadata", "ShardByJaxProcess",
+__all__ = ["BlockShuffle", "IndexSampler", "NoSharding", "Permutation", "RecordMetadata", "ShardByJaxProcess",
            "ShardOptions"]

@@ -16,6 +16,7 @@ from thresher._validate import check_count, check_int
 from thresher.errors import ConfigError
 from thresher.randomness.permutation import Permutation
 from thresher.randomness.seeds import (
+    DOMAIN_BLOCKS,
     DOMAIN_PERMUTATION,
     DOMAIN_RECORD,
     check_seed,
@@ -23,6 +24,7 @@ from thresher.randomness.seeds import (
     derive_seeds,
     mix64,
 )
+from thresher.samplers.block_shuffle import BlockShuffle, EpochOrder
 from thresher.samplers.geometry import ShardGeometry
 from thresher.samplers.sharding import NoSharding, ShardOptions
 
@@ -52,17 +54,36 @@ class RecordMetadata:
         """Grain's name for the global position (its sampler's index)."""
         return self.global_position
 
+    @property
+    def rng(self) -> np.random.Generator:
+        """Grain's per-record generator: a NumPy Generator (Philox) seeded with ``rng_seed``, new on
+        each access. A RandomMapTransform in a thresher pipeline gets its own generator, seeded from
+        the same ``rng_seed`` but not this object.
+
+        Example:
+            >>> import thresher as th
+            >>> m = th.IndexSampler(4, shuffle=True, seed=0)[1]
+            >>> float(m.rng.random()) == float(m.rng.random())
+            True
+        """
+        return np.random.Generator(np.random.Philox(self.rng_seed))
+
 
 class IndexSampler:
     """Maps positions of this process's stream to records, shuffled per epoch.
 
     Args:
         num_records: N, the number of records in the source.
-        shuffle: shuffle each epoch with a keyed bijection (O(1) memory).
+        shuffle: True: shuffle each epoch with a keyed bijection (O(1) memory); a
+            :class:`BlockShuffle`: shuffle blocks, then records within windows of blocks
+            (locality for chunked and remote sources; see its docstring); False: in order.
         seed: the job's seed, an int in [0, 2**64); required with ``shuffle``. It also
             seeds RandomMap operations (0 when None).
         num_epochs: E, or None to repeat forever.
-        shard_options: this process's shard; ``NoSharding()`` by default.
+        shard_options: this process's shard; ``NoSharding()`` by default. With a
+            BlockShuffle and several shards, a ``block_size`` left unset deals the stream
+            in whole windows (``BlockShuffle.window_records``), so no two shards read the
+            same block in an epoch (the global batch then depends on the shard count).
 
     Unlike Grain's IndexSampler, epochs are keyed by hashing (seed, epoch), so seed 0
     at epoch 1 never equals seed 1 at epoch 0, and each shard sees a random 1/P of
@@ -84,7 +105,7 @@ class IndexSampler:
         self,
         num_records: int,
         *,
-        shuffle: bool = False,
+        shuffle: bool | BlockShuffle = False,
         seed: int | None = None,
         num_epochs: int | None = 1,
         shard_options: ShardOptions | None = None,
@@ -98,6 +119,14 @@ class IndexSampler:
         if shard_options is None:
             shard_options = NoSharding()
         shard_options = ShardOptions.coerce(shard_options, "IndexSampler shard_options")  # Grain's too
+        if isinstance(shuffle, dict):  # a stream config's shuffle (forensics rebuilds samplers from states)
+            shuffle = BlockShuffle.from_config(shuffle)
+        #: The BlockShuffle, or None for a full shuffle or none.
+        self.block_shuffle = shuffle if isinstance(shuffle, BlockShuffle) else None
+        if self.block_shuffle is not None:
+            self.block_shuffle.check(int(num_records))
+            if shard_options.block_size is None and shard_options.shard_count > 1:
+                shard_options = shard_options.with_block_size(self.block_shuffle.window_records)
         self.num_records = int(num_records)
         self.shuffle = bool(shuffle)
         self.seed = None if seed is None else check_seed(seed)
@@ -105,6 +134,7 @@ class IndexSampler:
         self.shard_options = shard_options
         self._rng_prefix = derive_seed(self.seed or 0, DOMAIN_RECORD)
         self._perms: dict[int, Permutation] = {}
+        self._orders: dict[int, EpochOrder] = {}
         self.geometry = ShardGeometry(shard_options.shard_index, shard_options.shard_count,
                                       shard_options.block_size or 1)
 
@@ -129,7 +159,7 @@ class IndexSampler:
 
     def with_shard_options(self, shard_options: ShardOptions) -> IndexSampler:
         """The same global stream, another part of it."""
-        return IndexSampler(self.num_records, shuffle=self.shuffle, seed=self.seed,
+        return IndexSampler(self.num_records, shuffle=self.block_shuffle or self.shuffle, seed=self.seed,
                             num_epochs=self.num_epochs, shard_options=shard_options)
 
     def with_block_size(self, block_size: int) -> IndexSampler:
@@ -165,12 +195,38 @@ class IndexSampler:
             perm = self._perms[epoch] = Permutation(self.num_records, key)
         return perm
 
+    def epoch_order(self, epoch: int) -> EpochOrder:
+        """The BlockShuffle order of epoch ``epoch`` (cached for the last few epochs).
+
+        Example:
+            >>> import thresher as th
+            >>> s = th.IndexSampler(64, shuffle=th.BlockShuffle(block_size=4, window_blocks=2), seed=0)
+            >>> blocks = s.epoch_order(0).window_blocks(0)       # the 2 blocks window 0 reads
+            >>> all(any(a <= s[p].record_key < b for a, b in blocks) for p in range(8))
+            True
+        """
+        if self.block_shuffle is None:
+            raise ConfigError("epoch_order() needs shuffle=BlockShuffle(...)")
+        order = self._orders.get(epoch)
+        if order is None:
+            if len(self._orders) > 4:
+                self._orders.clear()
+            key = derive_seed(self.seed or 0, DOMAIN_BLOCKS, epoch)
+            order = self._orders[epoch] = EpochOrder(self.num_records, self.block_shuffle, key)
+        return order
+
+    def _epoch_keys(self, epoch: int, index: np.ndarray) -> np.ndarray:
+        """Indices of epoch ``epoch`` -> record keys (int64); IndexError outside [0, N)."""
+        if self.block_shuffle is not None:
+            return self.epoch_order(epoch).keys(index)
+        return self.permutation(epoch).keys(index)
+
     def _keys_in_first_epoch(self, g: np.ndarray) -> tuple[np.ndarray, int] | None:
         """The shuffled keys of ``g`` and their epoch when all are in the epoch of the first, else None."""
         n = self.num_records
         e0 = int(g[0]) // n
         try:  # the common case: no divmod
-            return self.permutation(e0).keys(g - e0 * n if e0 else g), e0
+            return self._epoch_keys(e0, g - e0 * n if e0 else g), e0
         except IndexError:  # positions of several epochs
             return None
 
@@ -206,7 +262,7 @@ class IndexSampler:
         keys = np.empty_like(index)
         for e in np.unique(epochs).tolist():
             where = epochs == e
-            keys[where] = self.permutation(e)(index[where]).astype(np.int64)
+            keys[where] = self._epoch_keys(e, index[where])
         return keys, epochs
 
     def rng_seeds(self, global_positions: np.ndarray) -> np.ndarray:
@@ -229,15 +285,20 @@ class IndexSampler:
         self.check_positions(p, p + 1)
         g = self.geometry.to_global(p)
         epoch, index = divmod(g, self.num_records)
-        key = self.permutation(epoch).at(index) if self.shuffle else index
+        if self.block_shuffle is not None:
+            key = int(self.epoch_order(epoch).keys(np.array([index], dtype=np.int64))[0])
+        else:
+            key = self.permutation(epoch).at(index) if self.shuffle else index
         return RecordMetadata(p, g, key, epoch, mix64(g ^ self._rng_prefix))
 
     # -- identity ---------------------------------------------------------------------
     def stream_config(self) -> dict[str, Any]:
         """What defines the global stream (for state fingerprints)."""
-        return {"num_records": self.num_records, "shuffle": self.shuffle, "seed": self.seed,
+        shuffle: Any = self.block_shuffle.config() if self.block_shuffle is not None else self.shuffle
+        return {"num_records": self.num_records, "shuffle": shuffle, "seed": self.seed,
                 "num_epochs": self.num_epochs}
 
     def __repr__(self) -> str:
-        return (f"IndexSampler(num_records={self.num_records}, shuffle={self.shuffle}, seed={self.seed}, "
+        return (f"IndexSampler(num_records={self.num_records}, shuffle={self.block_shuffle or self.shuffle}, "
+                f"seed={self.seed}, "
                 f"num_epochs={self.num_epochs}, shard_options={self.shard_options!r})")

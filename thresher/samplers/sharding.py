@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from thresher._optional import require
 from thresher._validate import check_int
 from thresher.errors import ConfigError, ConfigTypeError
 
@@ -120,8 +121,7 @@ class ShardByJaxProcess(ShardOptions):
     """
 
     def __init__(self, drop_remainder: bool = True, block_size: int | None = None) -> None:
-        import jax
-
+        jax = require("jax", "ShardByJaxProcess")
         super().__init__(
             shard_index=jax.process_index(),
             shard_count=jax.process_count(),

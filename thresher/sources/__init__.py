@@ -9,7 +9,10 @@ Example:
 from thresher.sources.formats.array_record.source import ArrayRecordSource
 from thresher.sources.formats.array_record.writer import ArrayRecordWriter, write_array_record
 from thresher.sources.formats.huggingface import HuggingFaceSource
+from thresher.sources.formats.image_folder import ImageFolderSource
 from thresher.sources.formats.parquet import ParquetSource
+from thresher.sources.formats.tfrecord import TFRecordSource
+from thresher.sources.formats.webdataset import WebDatasetSource
 from thresher.sources.in_memory import InMemoryDataSource
 from thresher.sources.protocol import (
     DEFAULT_READS_IN_FLIGHT,
@@ -29,10 +32,13 @@ __all__ = [
     "BatchedDataSource",
     "ConcurrentReadsSource",
     "HuggingFaceSource",
+    "ImageFolderSource",
     "InMemoryDataSource",
     "ParquetSource",
     "RandomAccessDataSource",
     "RangeDataSource",
+    "TFRecordSource",
+    "WebDatasetSource",
     "read_many",
     "suggested_reads_in_flight",
     "supports_batched_reads",

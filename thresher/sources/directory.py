@@ -23,6 +23,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from thresher._validate import user_path
 from thresher.sources.formats import prepared
 from thresher.sources.formats.parquet.splits import ParquetBuilder, is_parquet_dir
 from thresher.sources.formats.prepared.layout import PathLike
@@ -35,10 +36,9 @@ __all__ = ["builder", "data_source"]
 
 def _tfds_path(path: PathLike, storage_options: Mapping[str, Any] | None) -> str | None:
     """The path of a TFDS-written directory (``~`` expanded), or None for anything else."""
-    p = os.fspath(path)
+    p = user_path(path)
     if is_url(p):
         return p if is_tfds_dir(p, storage_options) else None
-    p = os.path.expanduser(p)
     return p if os.path.isdir(p) and is_tfds_dir(p) else None
 
 
@@ -56,10 +56,11 @@ def builder(path: PathLike, *, storage_options: Mapping[str, Any] | None = None,
     tfds_path = _tfds_path(path, storage_options)
     if tfds_path is not None:
         return TfdsBuilder(tfds_path, storage_options=storage_options, read_options=read_options)
-    local = os.path.expanduser(os.fspath(path))
+    local = user_path(path)
     if not is_url(local) and is_parquet_dir(local):
         return ParquetBuilder(local, read_options=read_options)
-    return prepared.builder(path, storage_options=storage_options, read_options=read_options)
+    return prepared.builder(local, storage_options=storage_options,
+                            read_options=read_options)
 
 
 def data_source(path: PathLike, split: Any = None, *, storage_options: Mapping[str, Any] | None = None,
@@ -68,7 +69,8 @@ def data_source(path: PathLike, split: Any = None, *, storage_options: Mapping[s
 
     Args:
         path: a thresher-prepared directory, a TFDS version directory, or a TFDS dataset
-            directory (its newest version is read); any of them may be a URL. Or a local
+            directory (its newest version is read); any of them may be a URL. ``~`` and
+            ``$VAR`` in a local path are expanded (``"~/tensorflow_datasets/mnist"``). Or a local
             directory of Parquet files named by split (``data/train-*.parquet``).
         split: None for ``{split name: source}``; a split string, a thresher or TFDS
             split object (``tfds.even_splits(...)`` items, ``tfds.core.ReadInstruction``)

@@ -33,11 +33,14 @@ T_co = TypeVar("T_co", covariant=True)
 __all__ = [
     "DEFAULT_READS_IN_FLIGHT",
     "BatchedDataSource",
+    "BlockHintedSource",
+    "BlockedSource",
     "ConcurrentReadsSource",
     "RandomAccessDataSource",
     "check_key",
     "check_keys",
     "check_source",
+    "natural_block_starts",
     "read_many",
     "record_locations",
     "suggested_reads_in_flight",
@@ -194,3 +197,65 @@ def check_keys(keys: Sequence[int], length: int, what: str = "source") -> np.nda
         if lo < 0 or hi >= length:
             check_key(lo if lo < 0 else hi, length, what)
     return arr
+
+
+@runtime_checkable
+class BlockedSource(Protocol):
+    """A source whose records are stored in units read whole (chunks, row groups, shards).
+
+    ``block_boundaries(min_records)`` returns the first record key of each block (int64,
+    strictly increasing, starting at 0): consecutive records, at least ``min_records`` per
+    block where the source allows, cut only where one of its units ends, so that no unit is
+    split between two blocks. :meth:`thresher.BlockShuffle.of_source` uses them. It must
+    cost O(blocks), never O(records).
+
+    Example:
+        >>> import numpy as np
+        >>> from thresher.sources.protocol import BlockedSource, natural_block_starts
+        >>> class Chunked:   # 10 records in chunks of 3
+        ...     def __len__(self): return 10
+        ...     def __getitem__(self, key): return key
+        ...     def block_boundaries(self, min_records):
+        ...         step = -(-min_records // 3) * 3
+        ...         return np.arange(0, 10, step)
+        >>> isinstance(Chunked(), BlockedSource), natural_block_starts(Chunked(), 4).tolist()
+        (True, [0, 6])
+    """
+
+    def block_boundaries(self, min_records: int) -> np.ndarray: ...
+
+
+def natural_block_starts(source: object, min_records: int) -> np.ndarray | None:
+    """The block starts ``source`` reports (see :class:`BlockedSource`), or None if it reports none.
+
+    Example:
+        >>> import thresher as th
+        >>> natural_block_starts(th.sources.RangeDataSource(0, 4), 2) is None
+        True
+    """
+    if not isinstance(source, BlockedSource):
+        return None
+    starts = np.asarray(source.block_boundaries(int(min_records)), dtype=np.int64).reshape(-1)
+    return starts if starts.size else None
+
+
+@runtime_checkable
+class BlockHintedSource(Protocol):
+    """A source that fetches better when told which blocks of keys are read together.
+
+    The loader calls ``upcoming_blocks(starts, stops)`` with the key ranges
+    ``[starts[i], stops[i])`` of the blocks a :class:`thresher.BlockShuffle` window reads
+    (the windows of the positions being read), before reading them. A source with a chunk
+    cache can then fetch a block's chunks in one go. A hint: what is read never depends
+    on it.
+
+    Example:
+        >>> class Counting:
+        ...     def __len__(self): return 8
+        ...     def __getitem__(self, key): return key
+        ...     def upcoming_blocks(self, starts, stops): self.hint = list(zip(starts, stops))
+        >>> isinstance(Counting(), BlockHintedSource)
+        True
+    """
+
+    def upcoming_blocks(self, starts: np.ndarray, stops: np.ndarray) -> None: ...

@@ -28,6 +28,8 @@ import numpy as np
 
 from thresher.errors import DatasetInfoError
 from thresher.sources.formats.array_record.source import ArrayRecordSource
+from thresher.sources.formats.shards import list_shards
+from thresher.sources.formats.tfrecord import TFRecordSource
 from thresher.sources.protocol import check_key, check_keys
 
 __all__ = ["ShardedRecords"]
@@ -47,15 +49,21 @@ class ShardedRecords:
         raise NotImplementedError
 
     def _open_shards(self, files: Sequence[str], lengths: Sequence[int], storage_options: Any,
-                     read_options: Any, mismatch: Callable[[str, int, int], str]) -> None:
+                     read_options: Any, mismatch: Callable[[str, int, int], str],
+                     tfrecord: bool = False) -> None:
         """Sets ``_reader`` over ``files`` (None when there are none) and checks each file holds
         the number of records its info says; DatasetInfoError(``mismatch(path, want, got)``) if not.
+        ``tfrecord``: the files are TFRecord files, read in place (:class:`TFRecordSource`).
         """
         self._reader = None
         if not files:
             return
-        self._reader = ArrayRecordSource([glob.escape(p) for p in files], storage_options=storage_options,
-                                         read_options=read_options)
+        if tfrecord:
+            self._reader = TFRecordSource.from_shards(list_shards(list(files), storage_options, literal=True),
+                                                      storage_options)
+        else:
+            self._reader = ArrayRecordSource([glob.escape(p) for p in files], storage_options=storage_options,
+                                             read_options=read_options)
         for path, want, got in zip(files, lengths, self._reader.file_lengths, strict=True):
             if want != got:
                 raise DatasetInfoError(mismatch(path, want, got))

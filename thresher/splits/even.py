@@ -25,7 +25,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from thresher._validate import check_count
+from thresher._optional import require
+from thresher._validate import check_count, is_int
 from thresher.errors import ConfigError
 from thresher.splits.base import AbsoluteInstruction, AbstractSplit, SplitArg, SplitSizeLike
 from thresher.splits.parse import parse_split
@@ -45,7 +46,7 @@ class EvenSplit(AbstractSplit):
     def __post_init__(self) -> None:
         object.__setattr__(self, "split", parse_split(self.split))
         check_count(self.count, "even_splits: n", minimum=1)
-        if not isinstance(self.index, int) or not 0 <= self.index < self.count:
+        if not is_int(self.index, minimum=0, maximum=self.count - 1):
             raise ConfigError(
                 f"even_splits: index must be in [0, {self.count}), got {self.index!r}"
             )
@@ -112,8 +113,7 @@ def split_for_jax_process(
         ['train[3:5]']
     """
     if process_index is None or process_count is None:
-        import jax
-
+        jax = require("jax", "split_for_jax_process without process_index/process_count")
         process_index = jax.process_index() if process_index is None else process_index
         process_count = jax.process_count() if process_count is None else process_count
     subs = even_splits(split, process_count, drop_remainder)

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._optional import require
 from thresher._validate import check_count
 from thresher.errors import ConfigError, TransformError
 
@@ -51,11 +52,7 @@ _ATTEMPTS = 10
 
 
 def _pil() -> Any:
-    try:
-        from PIL import Image
-    except ImportError as e:
-        raise ImportError("thresher.vision needs Pillow: pip install 'thresher[images]'") from e
-    return Image
+    return require("PIL.Image", "thresher.vision")
 
 
 def random_resized_crop_box(width: int, height: int, rng: np.random.Generator,
@@ -149,10 +146,7 @@ def _reduction(width: int, height: int, w: int, h: int, size: int) -> int:
 
 
 def _decode_opencv(data: bytes, k: int) -> np.ndarray:
-    try:
-        import cv2
-    except ImportError as e:
-        raise ImportError("backend='opencv' needs OpenCV: pip install 'thresher[opencv]'") from e
+    cv2 = require("cv2", "backend='opencv'")
     flags = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
              8: cv2.IMREAD_REDUCED_COLOR_8}[k]
     bgr = cv2.imdecode(np.frombuffer(data, np.uint8), flags)

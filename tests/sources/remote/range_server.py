@@ -20,9 +20,11 @@ range reads and the server.
 
 Every request may wait ``latency_s`` before it is answered, as a far bucket would.
 ``GET /_stats`` answers ``{"requests": n, "body_bytes": m}`` (object requests only;
-``?reset=1`` zeroes them). Run it in a thread (``RangeServer(root)``), in its own process
-(``RangeServer(root, process=True)``: its work then does not share the client's GIL), or
-from a shell::
+``?reset=1`` zeroes them). ``GET /_flip?object=BUCKET/KEY&offset=N`` damages the next
+response that holds byte ``N`` of that object (the byte is sent with its lowest bit
+flipped, once), as a torn or altered response would (``flip_once``). Run it in a thread
+(``RangeServer(root)``), in its own process (``RangeServer(root, process=True)``: its work
+then does not share the client's GIL), or from a shell::
 
     python -m tests.sources.remote.range_server --root /data/buckets --port 9000 --latency-ms 20
 """
@@ -58,6 +60,7 @@ class _Store:
         self.root, self.latency_s, self.key = os.path.abspath(root), latency_s, key
         self.lock = threading.Lock()
         self.requests = self.body_bytes = 0
+        self.flips: dict[str, list[int]] = {}  # file -> offsets to send damaged, once each
         self.uploads = os.path.join(self.root, ".uploads")
         os.makedirs(self.uploads, exist_ok=True)
 
@@ -153,6 +156,13 @@ class _Handler(S3Api, GcsApi, BaseHTTPRequestHandler):
                     store.requests = store.body_bytes = 0
             self._send(200, body.encode(), {"Content-Type": "application/json"})
             return
+        if self.path.startswith("/_flip?"):
+            query, _, _ = self._route()
+            bucket, _, key = query["object"][0].partition("/")
+            with store.lock:
+                store.flips.setdefault(store.path(bucket, key), []).append(int(query["offset"][0]))
+            self._send(200, b"{}", {"Content-Type": "application/json"})
+            return
         if store.latency_s:
             time.sleep(store.latency_s)
         with store.lock:
@@ -213,12 +223,30 @@ class _Handler(S3Api, GcsApi, BaseHTTPRequestHandler):
                 block = os.pread(fd, min(end - pos, 4 << 20), pos)
                 if not block:
                     break
+                if self.server.store.flips:
+                    block = self._damaged(path, pos, block)
                 self.wfile.write(block)
                 pos += len(block)
             with self.server.store.lock:
                 self.server.store.body_bytes += pos - start
         finally:
             os.close(fd)
+
+
+    def _damaged(self, path: str, pos: int, block: bytes) -> bytes:
+        """``block`` (bytes from ``pos`` of ``path``) with the flips asked for applied, once."""
+        store = self.server.store
+        with store.lock:
+            offsets = store.flips.get(path, [])
+            hits = [o for o in offsets if pos <= o < pos + len(block)]
+            for o in hits:
+                offsets.remove(o)
+        if not hits:
+            return block
+        damaged = bytearray(block)
+        for o in hits:
+            damaged[o - pos] ^= 1
+        return bytes(damaged)
 
 
 class _Server(ThreadingHTTPServer):
@@ -275,6 +303,12 @@ class RangeServer:
         """``{"requests": ..., "body_bytes": ...}`` since the last reset."""
         with urllib.request.urlopen(f"{self.endpoint}/_stats{'?reset=1' if reset else ''}", timeout=5) as r:
             return dict(json.loads(r.read()))
+
+    def flip_once(self, bucket: str, key: str, offset: int) -> None:
+        """The next response holding byte ``offset`` of ``bucket/key`` sends it damaged."""
+        query = urllib.parse.urlencode({"object": f"{bucket}/{key}", "offset": offset})
+        with urllib.request.urlopen(f"{self.endpoint}/_flip?{query}", timeout=5) as r:
+            r.read()
 
     def make_bucket(self, name: str) -> str:
         """Creates the bucket ``name`` (a folder of ``root``) and returns its name."""

@@ -1,10 +1,11 @@
-"""Smoke test of benchmarks/remote_read.py on tiny files (the harness runs; not a benchmark)."""
+"""Smoke tests of benchmarks/remote_read.py and chunk_hash.py on tiny files (the harnesses
+run; not benchmarks)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from benchmarks import remote_read
+from benchmarks import chunk_hash, remote_read
 
 
 def test_remote_read_benchmark_runs(tmp_path: Any) -> None:
@@ -16,3 +17,11 @@ def test_remote_read_benchmark_runs(tmp_path: Any) -> None:
     assert all(r["rate"] > 0 and r["req_per_batch"] >= 1 for r in remote)
     # One chunk per record (group_size 1): every batch fetches about its chunks' bytes.
     assert all(0.8 <= r["bytes_ratio"] <= 1.5 for r in remote)
+
+
+def test_chunk_hash_benchmark_runs(tmp_path: Any) -> None:
+    out = chunk_hash.main(["--tiny", "--latency-ms", "5", "--cache", str(tmp_path)])
+    assert {r["impl"] for r in out["speeds"]} >= {"c", "python", "numpy k=1024", "array_rec"}
+    assert all(r["mb_s"] > 0 for r in out["speeds"])
+    assert {(r["group"], r["where"]) for r in out["w1"]} == {(1, "s3"), (1, "s3 cache/4")}
+    assert all(r["verified"] > 0 and r["unverified"] > 0 and 0 <= r["hash_share"] < 1 for r in out["w1"])

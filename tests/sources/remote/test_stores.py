@@ -86,13 +86,16 @@ def test_http_urls_through_fsspec_http(server: RangeServer) -> None:
 GCS_CHILD = """
 import json, sys
 sys.path.insert(0, {repo!r})
+import time
 import thresher as th
+start = time.monotonic()
 so = json.loads(sys.argv[1])
 src = th.sources.ArrayRecordSource("gs://gcs-reads/train/part-*.array_record", storage_options=so)
 keys = [int(k) for k in sys.argv[2].split(",")]
 ds = th.data_source("gs://gcs-reads/toy", split="train[:4]+test", storage_options=so)
 print(json.dumps({{"paths": src.paths, "records": [r.hex() for r in src.__getitems__(keys)],
-                   "toy": [int(e["x"]) for e in ds.__getitems__(list(range(len(ds))))]}}))
+                   "toy": [int(e["x"]) for e in ds.__getitems__(list(range(len(ds))))],
+                   "seconds": time.monotonic() - start}}))
 """
 
 
@@ -103,13 +106,15 @@ def test_gs_urls_through_gcsfs(server: RangeServer) -> None:
                {"train": [{"x": i} for i in range(10)], "test": [{"x": -i} for i in range(3)]},
                features={"x": th.features.Scalar("int64")}, progress=False)
     keys = [5, 0, 89, 31, 31, 60]
-    # gcsfs >= 2025 asks a gRPC control plane for the bucket's layout unless this is false.
-    env = dict(os.environ, GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT="false")
+    # As documented: no GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT (gcsfs >= 2025 would ask an emulator for a
+    # gRPC control plane it does not serve and wait out a 60 s time-out on every call without thresher's fix).
+    env = {k: v for k, v in os.environ.items() if k != "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"}
     out = subprocess.run([sys.executable, "-c", GCS_CHILD.format(repo=REPO),
                           json.dumps(server.gcs_options()), ",".join(map(str, keys))],
                          capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["seconds"] < 30, got["seconds"]  # not one gcsfs gRPC time-out
     assert got["paths"] == [f"gs://gcs-reads/train/part-{i}.array_record" for i in range(3)]
     assert [bytes.fromhex(r) for r in got["records"]] == [records[k] for k in keys]
     local = th.data_source(toy, split="train[:4]+test")

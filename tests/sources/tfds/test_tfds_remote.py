@@ -20,7 +20,7 @@ import s3fs
 import thresher as th
 from tests.sources.remote.s3_server import S3Server
 from tests.sources.tfds.expected import DATA, assert_same, load
-from thresher.errors import ConfigError, ConversionRequiredError, SourceNotFoundError
+from thresher.errors import ConfigError, SourceNotFoundError
 from thresher.sources.formats.tfds.convert import convert
 
 
@@ -121,13 +121,14 @@ def test_s3_loader_with_workers_equals_the_local_one(s3: S3Server) -> None:
     assert labels(remote, 2) == labels(local, 0)
 
 
-def test_tfrecord_dataset_in_a_bucket_is_refused_with_what_to_do(memory: Any) -> None:
+def test_tfrecord_dataset_in_a_bucket_reads_in_place(memory: Any) -> None:
     url = _to_memory(memory, "images_tfrecord")
-    with pytest.raises(ConversionRequiredError, match=r"tfrecord.*thresher convert"):
-        th.data_source(url, split="train")
-    assert th.builder(url).info.file_format == "tfrecord"  # the info is still readable
+    assert th.builder(url).info.file_format == "tfrecord"
+    for split, values in load("images")["splits"].items():
+        ds = th.data_source(url, split=split)
+        assert_same(ds.__getitems__(list(range(len(ds)))), values, f"memory tfrecord {split}")
     with pytest.raises(ConfigError, match="local directories"):
-        convert(url)
+        convert(url)  # converting still needs a local copy
 
 
 def test_missing_shard_in_a_bucket_is_named(memory: Any) -> None:

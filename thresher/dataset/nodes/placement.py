@@ -51,14 +51,14 @@ class Prefetch(Node):
     buffer: int = 2
     worker_mode: str = "process"
     worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S
-    warm_start: bool = True
+    warm_start: bool = False
 
     def describe(self) -> str:
         mode = f", worker_mode={self.worker_mode!r}" if self.worker_mode != "process" else ""
         if self.worker_timeout_s != DEFAULT_WORKER_TIMEOUT_S:
             mode += f", worker_timeout_s={self.worker_timeout_s!r}"
-        if not self.warm_start:
-            mode += ", warm_start=False"
+        if self.warm_start:
+            mode += ", warm_start=True"
         return f"prefetch(worker_count={self.worker_count}, buffer={self.buffer}{mode})"
 
     places: ClassVar[bool] = True

@@ -27,6 +27,13 @@ with a note; see remote_errors.thread_exception). ``close()`` (also run by a
 stop and joins them: a thread in the middle of a chunk ends when that chunk is done
 (an operation cannot be interrupted), waited for up to ``JOIN_S``; threads are
 daemonic, so one stuck in a read never keeps the interpreter alive.
+
+The watchdog (``timeout_s``, the loader's ``worker_timeout_s``): each thread notes when
+it begins a chunk; a chunk the main thread waits for that is not done ``timeout_s``
+after its thread began it is a ``WorkerStuckError`` with that thread's stack
+(thresher.loader.pool.watchdog). The thread cannot be stopped: it is marked stuck (never
+joined, so ``close()`` does not wait for it), the pool is closed and unusable (every
+later ``next_chunk`` raises), and the thread ends by itself if its call ever returns.
 """
 
 from __future__ import annotations
@@ -36,13 +43,15 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 
-from thresher.errors import WorkerError
+from thresher.errors import WorkerError, WorkerStuckError
 from thresher.loader.autotune import nbytes
 from thresher.loader.chunk import Chunk, ChunkProcessor
 from thresher.loader.pool.remote_errors import thread_exception
 from thresher.loader.pool.schedule import DEFAULT_BUFFER_SIZE, Schedule
 from thresher.loader.pool.stacking import stack_batches, stacks, worker_stages
+from thresher.loader.pool.watchdog import thread_stack, thread_stuck_error
 from thresher.loader.profiling.stats import WAIT_WORKERS, StatsRecorder
 from thresher.loader.read_ahead import ReadAhead
 from thresher.loader.read_options import ReadOptions
@@ -64,6 +73,8 @@ class _Shared:
         self.results: dict[int, tuple[Chunk, list[int], int] | BaseException] = {}
         self.stopping = False
         self.threads: list[threading.Thread] = []
+        self.began: dict[int, tuple[int, float]] = {}  # thread -> (the chunk it computes, when it began it)
+        self.stuck: set[int] = set()  # threads the watchdog gave up on: never joined
 
     def shutdown(self) -> None:
         """Stops the threads and joins them (bounded by ``JOIN_S``); idempotent."""
@@ -73,8 +84,8 @@ class _Shared:
             self.cond.notify_all()
         deadline = time.monotonic() + JOIN_S
         me = threading.current_thread()
-        for t in self.threads:
-            if t is not me:
+        for w, t in enumerate(self.threads):
+            if t is not me and w not in self.stuck:
                 t.join(max(0.0, deadline - time.monotonic()))
 
 
@@ -92,6 +103,7 @@ def _work(shared: _Shared, w: int, processor: ChunkProcessor, schedule: Schedule
                     shared.cond.wait()
                 if shared.stopping:
                     return
+                shared.began[w] = (c, time.monotonic())
             bounds = schedule.bounds(c)
             if bounds is None:
                 return
@@ -135,6 +147,8 @@ class ThreadPoolProducer(Schedule):
         stats: where to note the stage times (the iterator's StatsRecorder).
         memory_budget: bytes the read-ahead may use when ``buffer_size`` is None.
         reads: each thread's reads in flight (``num_threads`` resolved; None: inline).
+        timeout_s: the watchdog: seconds a thread may keep one chunk (None: no limit).
+        keys: ``keys(start, stop)``, a chunk's first record keys (for the watchdog's message).
 
     Example:
         >>> import thresher as th
@@ -149,9 +163,12 @@ class ThreadPoolProducer(Schedule):
     def __init__(self, processor: ChunkProcessor, start: int, stop: int | None, chunk_size: int,
                  worker_count: int, buffer_size: int | None = DEFAULT_BUFFER_SIZE,
                  stats: StatsRecorder | None = None, memory_budget: int | None = None,
-                 reads: ReadOptions | None = None) -> None:
+                 reads: ReadOptions | None = None, timeout_s: float | None = None,
+                 keys: Callable[[int, int], list[int]] | None = None) -> None:
         super().__init__(start, stop, chunk_size, worker_count, buffer_size, memory_budget)
         self._stats = stats
+        self._timeout_s, self._keys = timeout_s, keys
+        self._stuck: WorkerStuckError | None = None  # the watchdog's error: the pool is unusable after it
         self._index = 0
         self._stack = stacks(processor.plan, chunk_size, excluded=processor.exclusions is not None)
         self._stages = worker_stages(processor.stages, self._stack, pack=False)
@@ -175,17 +192,36 @@ class ThreadPoolProducer(Schedule):
         bounds = self.bounds(index)
         if bounds is None or self.count == 0:
             return None
+        if self._stuck is not None:
+            raise WorkerError(f"the worker threads are unusable: worker thread {self._stuck.worker} is stuck on "
+                              f"positions {list(self._stuck.positions or ())} (the WorkerStuckError raised "
+                              "before); resume from the last get_state()")
         shared = self._shared
         w = self.worker_of(index)
         asked = time.monotonic_ns()
+        waiting = time.monotonic()
+        stuck_s: float | None = None
         with shared.cond:
             while index not in shared.results:
                 if shared.stopping:
                     raise WorkerError("the worker threads are stopped (the iterator was closed)")
                 if not shared.threads[w].is_alive():
                     raise WorkerError(f"internal error: thresher {self._where(w, bounds)} ended without it")
-                shared.cond.wait(_POLL_S)
-            result = shared.results.pop(index)
+                wait = _POLL_S
+                if self._timeout_s is not None:
+                    chunk_began = shared.began.get(w)
+                    began = chunk_began[1] if chunk_began is not None and chunk_began[0] == index else waiting
+                    held = time.monotonic() - began
+                    if held >= self._timeout_s:
+                        shared.stuck.add(w)
+                        stuck_s = held
+                        break
+                    wait = min(wait, self._timeout_s - held)
+                shared.cond.wait(wait)
+            else:
+                result = shared.results.pop(index)
+        if stuck_s is not None:
+            raise self._give_up(w, bounds, stuck_s)
         there = time.monotonic_ns()
         if isinstance(result, BaseException):
             self.close()
@@ -204,6 +240,16 @@ class ThreadPoolProducer(Schedule):
             shared.taken = self._index
             shared.cond.notify_all()
         return chunk
+
+    def _give_up(self, w: int, bounds: tuple[int, int], stuck_s: float) -> WorkerStuckError:
+        """The watchdog's error for thread ``w`` (stuck on ``bounds``); closes the pool for good."""
+        assert self._timeout_s is not None
+        count = f"{self.count}" if self.count == self.asked else f"{self.count} (of worker_count={self.asked})"
+        keys = self._keys(*bounds) if self._keys is not None else None
+        self._stuck = thread_stuck_error(f"worker thread {w} of {count}", w, bounds, keys, stuck_s,
+                                         self._timeout_s, thread_stack(self._shared.threads[w]))
+        self.close()
+        return self._stuck
 
     @property
     def threads(self) -> list[threading.Thread]:

@@ -23,6 +23,13 @@ raises a ``WorkerStuckError`` built here, after it asked the worker for its stac
 The clock is per chunk, never per epoch: a slow pipeline that keeps delivering never
 fires it.
 
+Worker threads (``worker_mode="thread"``, thresher.loader.pool.threads) have the same
+clock. A thread cannot be killed, so past the limit the pool raises a
+``WorkerStuckError`` built by ``thread_stuck_error`` with the thread's stack
+(``thread_stack``: ``faulthandler.dump_traceback``, the public dump that worker
+processes answer SIGUSR1 with, so both modes show stacks alike) and the thread is left
+behind: a daemon, it ends when its call returns, and never keeps the process alive.
+
 Example:
     >>> import os, signal
     >>> from thresher.loader.pool.watchdog import process_state
@@ -35,8 +42,11 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import os
+import re
 import select
 import signal
+import tempfile
+import threading
 import time
 from multiprocessing.connection import Connection
 from typing import Any
@@ -45,7 +55,8 @@ from thresher.errors import WorkerStuckError
 from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S
 
 __all__ = ["ANSWER_S", "DEFAULT_WORKER_TIMEOUT_S", "START_TIMEOUT_S", "ask_for_stack", "exit_reason",
-           "listen_for_stack_requests", "process_state", "stack_pipe", "stuck_error"]
+           "listen_for_stack_requests", "process_state", "stack_pipe", "stuck_error", "thread_stack",
+           "thread_stuck_error"]
 
 ANSWER_S = 1.0
 """How long a worker has to answer SIGUSR1 with its stack."""
@@ -57,6 +68,7 @@ watchdog calls it stuck: ``max(worker_timeout_s, START_TIMEOUT_S)``; a loaded ma
 _QUIET_S = 0.1  # the dump is complete once the pipe stays quiet this long
 _MAX_STACK_BYTES = 1 << 20
 _SIGNAL = getattr(signal, "SIGUSR1", None)
+_THREAD_HEADER = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+)")
 
 
 def stack_pipe(ctx: Any) -> tuple[Connection, Connection]:
@@ -163,6 +175,58 @@ def stuck_error(where: str, worker: int, pid: int, bounds: tuple[int, int], keys
         lines.append(f"/proc/{pid}: {state}")
     lines += others
     return WorkerStuckError("\n".join(lines), worker=worker, pid=pid, positions=bounds,
+                            record_keys=None if keys is None else keys[:8], stuck_s=stuck_s, stack=stack)
+
+
+def thread_stack(thread: threading.Thread) -> str | None:
+    """The Python stack of ``thread`` (of this process), most recent call first; None if it ended.
+
+    Read with ``faulthandler.dump_traceback`` (every thread's stack, as a worker process
+    answers SIGUSR1), keeping the part of ``thread``.
+
+    Example:
+        >>> import threading
+        >>> from thresher.loader.pool.watchdog import thread_stack
+        >>> release = threading.Event()
+        >>> t = threading.Thread(target=release.wait)
+        >>> t.start()
+        >>> "in wait" in thread_stack(t)
+        True
+        >>> release.set(); t.join()
+    """
+    ident = thread.ident
+    if ident is None or not thread.is_alive():
+        return None
+    with tempfile.TemporaryFile() as f:
+        faulthandler.dump_traceback(f, all_threads=True)
+        f.seek(0)
+        dump = f.read().decode(errors="replace")
+    for part in dump.split("\n\n"):
+        lines = part.strip("\n").splitlines()
+        m = _THREAD_HEADER.match(lines[0]) if lines else None
+        if m is not None and int(m.group(1), 16) == ident:
+            return "\n".join(lines[1:]).rstrip() or None
+    return None
+
+
+def thread_stuck_error(who: str, worker: int | None, bounds: tuple[int, int], keys: list[int] | None, stuck_s: float,
+                       timeout_s: float, stack: str | None) -> WorkerStuckError:
+    """The error for a chunk that a worker thread did not deliver in time (``stuck_error`` for threads).
+
+    ``who``: the thread, in words ("worker thread 1 of 2").
+    """
+    start, stop = bounds
+    shown = "" if keys is None else f" (record keys {keys[:8]}{'...' if stop - start > 8 else ''})"
+    answer = ("The thread ended as it was asked for its stack" if stack is None else
+              f"The thread's Python stack (faulthandler, most recent call first):\n{stack}")
+    message = (
+        f"thresher {who} has not delivered positions [{start}, {stop}){shown} for {stuck_s:.1f} s, longer than "
+        f"worker_timeout_s={timeout_s:g}: it is stuck (a read that never returns, a deadlock, an endless loop). "
+        "A thread cannot be stopped: it is left behind (a daemon thread: it ends when its call returns, and it "
+        "never keeps the process alive), the worker threads are unusable and the iterator is closed. Fix the "
+        "cause (or raise worker_timeout_s if a chunk can take this long; None waits forever), then resume from "
+        f"the last get_state().\n{answer}")
+    return WorkerStuckError(message, worker=worker, pid=os.getpid(), positions=bounds,
                             record_keys=None if keys is None else keys[:8], stuck_s=stuck_s, stack=stack)
 
 

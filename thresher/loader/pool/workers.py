@@ -90,6 +90,7 @@ class _Pool:
         why = unimportable_main()
         if why is not None:
             raise WorkerError(f"thresher cannot start worker processes: {why}")
+        prestart()  # the fork server, with the main module preloaded (see main_preload), if not yet there
         ctx = context()
         self.count = count
         self.asked = count if asked is None else asked
@@ -162,8 +163,8 @@ class _Pool:
         with contextlib.suppress(OSError):  # the worker is gone; receive() reports it
             self.conns[w].send(task)
 
-    def _last_task(self, w: int) -> str:
-        """What the dead worker ``w`` was doing: the first task it did not deliver."""
+    def _last_task(self, w: int) -> tuple[str, tuple[int, int] | None]:
+        """What the dead worker ``w`` was doing, and the positions of the first task it did not deliver."""
         delivered = set()
         sock = self.socks[w]
         try:
@@ -176,26 +177,47 @@ class _Pool:
             pass
         for index, start, stop in self.given[w]:
             if index not in delivered:
-                return f"while computing positions [{start}, {stop})"
-        return "while idle"
+                return f"while computing positions [{start}, {stop})", (start, stop)
+        return "while idle", None
+
+    def _keys(self, bounds: tuple[int, int]) -> list[int] | None:
+        if self.keys is not None:
+            with contextlib.suppress(Exception):  # the error is about the worker: never hide it
+                return self.keys(*bounds)
+        return None
 
     def _died(self, w: int, bounds: tuple[int, int]) -> WorkerError:
+        """The error for worker ``w``, dead while the loader waited for positions ``bounds``.
+
+        It names the worker, its exit reason (the signal's name for a crash) and the positions
+        and first record keys of the chunk it was computing (attributes too: ``worker``, ``pid``,
+        ``exit_code``, ``positions``, ``record_keys``).
+        """
         proc = self.procs[w]
         proc.join(_TERM_S)
-        doing = self._last_task(w)
+        doing, computing = self._last_task(w)
+        positions = computing or bounds
+        keys = self._keys(positions)
+        if keys is not None:
+            more = "..." if positions[1] - positions[0] > len(keys) else ""
+            doing += f" (record keys {keys}{more})"
         needed = f"positions [{bounds[0]}, {bounds[1]})"
-        if not doing.endswith(needed):
+        if computing != bounds:
             doing += f"; the loader needed {needed} next"
         if not self.delivered[w] and proc.exitcode == 1 and missing_guard():
-            return WorkerError(
+            err = WorkerError(
                 f"thresher {self.where(w)} exited (exit code 1) before its first chunk: {GUARD_HINT}. "
                 "The iterator is closed")
-        return WorkerError(
-            f"thresher {self.where(w)} died ({exit_reason(proc.exitcode)}) {doing}. A worker dies "
-            "like this when an operation calls os._exit or crashes the interpreter (segmentation fault), "
-            "or when the system kills it (out of memory). The iterator is closed; to go on, restore the "
-            "last get_state() into a new iterator"
-        )
+        else:
+            err = WorkerError(
+                f"thresher {self.where(w)} died ({exit_reason(proc.exitcode)}) {doing}. A worker dies "
+                "like this when an operation calls os._exit or crashes the interpreter (segmentation fault), "
+                "or when the system kills it (out of memory). The training process is unharmed: the "
+                "iterator is closed; to go on, restore the last get_state() into a new iterator"
+            )
+        err.worker, err.pid, err.exit_code = w, self.pids[w], proc.exitcode
+        err.positions, err.record_keys = positions, keys
+        return err
 
     def receive(self, w: int, index: int, bounds: tuple[int, int]) -> tuple[Chunk, list[int], int, int]:
         """Chunk ``index`` (positions ``bounds``), the next message of worker ``w``.
@@ -264,10 +286,7 @@ class _Pool:
         assert self.timeout_s is not None
         pid = self.pids[w]
         stack = ask_for_stack(pid, self.stacks[w])
-        keys = None
-        if self.keys is not None:
-            with contextlib.suppress(Exception):  # the error is about the worker: never hide it
-                keys = self.keys(*bounds)
+        keys = self._keys(bounds)
         others = [f"worker {i} (pid {p}) is stuck too: /proc/{p}: {state}" for i, p in enumerate(self.pids)
                   if i != w and (state := process_state(p)).startswith(("State: T", "State: t", "State: D"))]
         return stuck_error(self.where(w), w, pid, bounds, keys, stuck_s, self.timeout_s, stack, others,

@@ -24,6 +24,7 @@ import json
 import os
 from typing import Any, Union
 
+from thresher._optional import require
 from thresher.loader.profiling.tracing import Tracer
 
 __all__ = ["plot_timeline"]
@@ -62,9 +63,9 @@ def plot_timeline(trace: TraceLike, path: str | os.PathLike[str], *, title: str 
 
     Returns the path written. See the module docstring for an example.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
+    FigureCanvasAgg = require("matplotlib.backends.backend_agg", "plot_timeline").FigureCanvasAgg
+    Figure = require("matplotlib.figure", "plot_timeline").Figure
+    Patch = require("matplotlib.patches", "plot_timeline").Patch
 
     doc = _load(trace)
     events = [e for e in doc.get("traceEvents", []) if e.get("ph") == "X"]

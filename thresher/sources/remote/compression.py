@@ -15,7 +15,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from thresher.errors import ConfigError
+from thresher._optional import require
 from thresher.sources.remote.varint import FormatError, read_varint
 
 __all__ = ["COMPRESSIONS", "decompress"]
@@ -25,12 +25,7 @@ COMPRESSIONS = {NONE: "none", BROTLI: "brotli", ZSTD: "zstd", SNAPPY: "snappy"}
 
 
 def _cramjam() -> ModuleType:
-    try:
-        import cramjam
-    except ImportError:
-        raise ConfigError("reading compressed ArrayRecord chunks over byte ranges needs cramjam: "
-                          "pip install 'thresher[remote]'") from None
-    return cramjam
+    return require("cramjam", "reading compressed ArrayRecord chunks over byte ranges")
 
 
 def decompress(compression: int, buf: bytes) -> bytes:

@@ -21,7 +21,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from thresher.errors import ConfigError, CorruptSourceError, SourceError, SourceNotFoundError
+from thresher._optional import install_command, require
+from thresher.errors import ConfigError, CorruptSourceError, MissingExtraError, SourceError, SourceNotFoundError
 
 __all__ = [
     "RemoteObject",
@@ -62,17 +63,23 @@ def join(base: str, *names: str) -> str:
 
 
 def filesystem(url: str, storage_options: StorageOptions = None) -> tuple[Any, str]:
-    """The fsspec filesystem for ``url`` and the path inside it."""
+    """The fsspec filesystem for ``url`` and the path inside it.
+
+    ``gs://`` with an ``endpoint_url`` (an emulator, such as the range server of docs/object_storage.md)
+    uses gcsfs's JSON-API filesystem: gcsfs's default one first asks a gRPC control plane for the
+    bucket's layout, which emulators do not serve (each call then waits out a 60 s time-out unless
+    ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false``). Real GCS (no endpoint) keeps gcsfs's default.
+    """
+    fsspec_core = require("fsspec.core", f"reading {url!r}")
+    options = dict(storage_options or {})
     try:
-        import fsspec.core
-    except ImportError:
-        raise ConfigError(f"reading {url!r} needs fsspec (and s3fs for s3://, gcsfs for gs://): "
-                          "pip install 'thresher[remote]'") from None
-    try:
-        return fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+        if url.startswith(("gs://", "gcs://")) and options.get("endpoint_url"):
+            gcs = require("gcsfs.core", f"reading {url!r}")
+            return gcs.GCSFileSystem(**options), url.split("://", 1)[1].rstrip("/")
+        return fsspec_core.url_to_fs(url, **options)
     except ImportError as e:
-        raise ConfigError(f"reading {url!r} needs a package fsspec could not import ({e}): "
-                          "pip install 'thresher[remote]'") from None
+        raise MissingExtraError(f"reading {url!r} needs a package fsspec could not import ({e}): "
+                                f"{install_command('remote')}", name=e.name) from None
     except (TypeError, ValueError) as e:
         raise ConfigError(f"cannot open {url!r} with storage_options "
                           f"{sorted(dict(storage_options or {}))}: {e}") from None

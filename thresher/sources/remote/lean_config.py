@@ -35,6 +35,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+from thresher._optional import require
 from thresher.errors import ConfigError
 from thresher.sources.remote.sigv4 import Credentials
 
@@ -104,12 +105,9 @@ class Target:
 
 
 def _find_credentials(profile: str | None) -> Any:
-    try:
-        import botocore.session
-    except ImportError:
-        raise ConfigError("signing s3:// requests without key= and secret= needs botocore to find the "
-                          "credentials: pip install 'thresher[remote]'") from None
-    found = botocore.session.Session(profile=profile).get_credentials()
+    botocore_session = require("botocore.session", "signing s3:// requests without key= and secret= "
+                               "(finding the credentials)")
+    found = botocore_session.Session(profile=profile).get_credentials()
     if found is None:
         raise PermissionError("no AWS credentials were found (storage_options key=/secret=, the "
                               "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY variables, a profile or an instance "

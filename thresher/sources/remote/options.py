@@ -48,8 +48,9 @@ class RemoteReadOptions:
             fsspec knows; ``"fsspec"``: every URL is read through fsspec (s3fs, ...). Other
             schemes, listings and globs always go through fsspec.
         verify_headers: check the HighwayHash of every chunk header and block header read
-            (about 10-30 µs each in Python; footers are always checked). Chunk data hashes
-            are not checked (see ``thresher.sources.remote.format``).
+            (footers are always checked). The hash of every chunk's data is checked whatever
+            this says (see ``thresher.sources.remote.format``): a chunk that fails is fetched
+            again once, then the read raises CorruptSourceError.
 
     Example:
         >>> RemoteReadOptions(max_concurrency=8).timeout

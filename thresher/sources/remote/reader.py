@@ -44,7 +44,9 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.errors import CorruptSourceError, SourceError
+from thresher.sources.remote.block_hints import BlockHints
 from thresher.sources.remote.chunk_cache import ChunkCache, Decoded
 from thresher.sources.remote.footer_cache import read_cached, write_cached
 from thresher.sources.remote.format import (
@@ -102,6 +104,7 @@ class RangeReader:
         self._local: dict[str, Any] | None = None
         self.requests = 0
         self.bytes_read = 0
+        self.refetches = 0  # chunks read a second time because the first bytes failed their checks
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -116,7 +119,7 @@ class RangeReader:
                                          thread_name_prefix="thresher-range")
             local = self._local = {"pid": os.getpid(), "fs": {}, "indexes": {},
                                    "lock": threading.Lock(), "pool": pool,
-                                   "cache": ChunkCache(self.options.cache_bytes)}
+                                   "cache": ChunkCache(self.options.cache_bytes), "blocks": BlockHints()}
             # The threads end with the reader, not only at interpreter exit.
             weakref.finalize(self, pool.shutdown, wait=False, cancel_futures=True)
         return local
@@ -161,6 +164,7 @@ class RangeReader:
         folder = self.options.footer_cache_dir
         if folder is None:
             return None
+        folder = user_path(folder)
         o = self.objects[f]
         digest = hashlib.sha256(f"{o.url}\0{o.size}\0{o.version}".encode()).hexdigest()[:32]
         return os.path.join(folder, f"{digest}.footer.npz")
@@ -186,24 +190,34 @@ class RangeReader:
         if o.size < BLOCK_SIZE:
             raise CorruptSourceError(f"{o.url!r} ({o.size} bytes) is not an ArrayRecord file: "
                                      "those are at least 64 KiB long")
-        start = max(0, o.size - BLOCK_SIZE - _FOOTER_GUESS)
-        tail = self._fetch(f, start, o.size, f"reading the footer of {o.url!r}")
         try:
-            post = o.size - BLOCK_SIZE
-            footer_offset = parse_postscript(tail[post - start:], post)
-            if not 0 < footer_offset <= post:
-                raise FormatError(f"the postscript points at offset {footer_offset}, outside "
-                                  "the file")
-            if footer_offset >= start:
-                footer = tail[footer_offset - start:post - start]
-            else:
-                footer = self._fetch(f, footer_offset, post, f"reading the footer of {o.url!r}")
-            return parse_footer(footer, footer_offset, o.size)
+            return self._parse_footer(f)
+        except FormatError:  # bytes damaged on their way are read again once
+            pass
+        try:
+            return self._parse_footer(f)
         except FormatError as e:
             raise CorruptSourceError(
                 f"{o.url!r} ({o.size} bytes) is not a readable ArrayRecord file: {e}. It is "
                 "another format, truncated or corrupt; rewrite it with "
                 "thresher.sources.write_array_record") from None
+
+    def _parse_footer(self, f: int) -> FileIndex:
+        """The index from the postscript and footer of file ``f``, fetched (FormatError if
+        they do not verify)."""
+        o = self.objects[f]
+        start = max(0, o.size - BLOCK_SIZE - _FOOTER_GUESS)
+        tail = self._fetch(f, start, o.size, f"reading the footer of {o.url!r}")
+        post = o.size - BLOCK_SIZE
+        footer_offset = parse_postscript(tail[post - start:], post)
+        if not 0 < footer_offset <= post:
+            raise FormatError(f"the postscript points at offset {footer_offset}, outside "
+                              "the file")
+        if footer_offset >= start:
+            footer = tail[footer_offset - start:post - start]
+        else:
+            footer = self._fetch(f, footer_offset, post, f"reading the footer of {o.url!r}")
+        return parse_footer(footer, footer_offset, o.size)
 
     def index(self, f: int) -> FileIndex:
         """The footer index of file ``f`` (read on first use in each process)."""
@@ -259,26 +273,43 @@ class RangeReader:
         ends = index.chunk_ends()
         out = {}
         for c in request.chunks:
-            begin = int(index.chunk_offsets[c])
+            begin, end = int(index.chunk_offsets[c]), int(ends[c])
             try:
-                header, body = read_chunk(data, request.start, begin, int(ends[c]),
-                                          self.options.verify_headers)
-                bounds, values = simple_chunk_records(header, body)
-                want = min(g, index.num_records - c * g)
-                if header.num_records != want:
-                    raise FormatError(f"the chunk holds {header.num_records} records, the "
-                                      f"footer says {want}")
+                decoded = self._decode(f, c, data, request.start, begin, end)
             except FormatError as e:
                 last = min(c * g + g, index.num_records) - 1
-                error = CorruptSourceError(f"records {c * g}..{last} of {self.objects[f].url!r} (chunk {c} at "
-                                           f"offset {begin}) cannot be read: {e}")
-                if needed is not None and c not in needed:
-                    cache.abandon([(f, c)], error)
+                if needed is not None and c not in needed:  # fetched only to fill the cache
+                    cache.abandon([(f, c)], CorruptSourceError(
+                        f"records {c * g}..{last} of {self.objects[f].url!r} (chunk {c} at offset {begin}) "
+                        f"cannot be read: {e}"))
                     continue
-                raise error from None
-            out[c] = (bounds, values)
-            cache.fulfil((f, c), (bounds, values))
+                # Bytes damaged on their way (a torn or altered response) are read again once;
+                # a chunk that fails twice is corrupt where it is stored.
+                with self._process()["lock"]:
+                    self.refetches += 1
+                again = self._fetch(f, begin, end, what)
+                try:
+                    decoded = self._decode(f, c, again, begin, begin, end)
+                except FormatError as again_error:
+                    raise CorruptSourceError(
+                        f"records {c * g}..{last} of {self.objects[f].url!r} (chunk {c} at offset {begin}, "
+                        f"bytes [{begin}, {end})) cannot be read, fetched twice: {again_error}. No record of "
+                        "this chunk is returned; restore the object from a good copy or rewrite it") from None
+            out[c] = decoded
+            cache.fulfil((f, c), decoded)
         return out
+
+    def _decode(self, f: int, c: int, data: bytes, base: int, begin: int, end: int) -> Decoded:
+        """The records of chunk ``c`` of file ``f`` (bytes ``[begin, end)``) from ``data`` (the
+        file's bytes from ``base``): hashes verified, structure checked against the footer."""
+        index = self.index(f)
+        g = index.group_size
+        header, body = read_chunk(data, base, begin, end, self.options.verify_headers)
+        bounds, values = simple_chunk_records(header, body)
+        want = min(g, index.num_records - c * g)
+        if header.num_records != want:
+            raise FormatError(f"the chunk holds {header.num_records} records, the footer says {want}")
+        return bounds, values
 
     def _run(self, tasks: list[tuple[str, Callable[[], Any]]]) -> list[Any]:
         """Runs ``(description, fn)`` tasks on the pool: all results, or the first error, or
@@ -316,6 +347,8 @@ class RangeReader:
         chunks, waits, mine = cache.claim(wanted)
         try:
             mine += cache.claim(self._around(mine, set(wanted)))[2]
+            if self.options.cache_bytes:  # whole blocks of a block shuffle's window (block_hints)
+                mine += cache.claim(self._process()["blocks"].expand(mine))[2]
             chunks.update(self._fetch_chunks(pairs, groups, mine))
         except BaseException as e:
             cache.abandon(mine, e)
@@ -390,6 +423,15 @@ class RangeReader:
         g = local["groups"][files]
         known = g > 0
         local["cache"].upcoming(files[known], keys[known] // g[known])
+
+    def upcoming_blocks(self, blocks: Sequence[tuple[int, int, int]]) -> None:
+        """Blocks ``(file, first key, last key)`` read together next (a block shuffle's window):
+        a read that needs a chunk of one fetches all of its chunks (see ``block_hints``).
+        Blocks of files whose footer this process has not read yet are left out."""
+        local = self._process()
+        indexes = local["indexes"]
+        local["blocks"].add((f, a // indexes[f].group_size, b // indexes[f].group_size)
+                            for f, a, b in blocks if f in indexes)
 
     def close(self) -> None:
         """Stops this process's thread pool (it is remade on the next read)."""

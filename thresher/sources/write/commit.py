@@ -28,6 +28,7 @@ from typing import Any
 
 from thresher.errors import ConfigError, SourceError
 from thresher.sources.remote.fs import describe_error, filesystem, is_url, join, read_bytes
+from thresher.sources.temp_files import writing
 
 __all__ = ["exists", "publish_tree", "read_text", "staging", "write_text"]
 
@@ -72,7 +73,7 @@ def write_text(path: str, text: str, storage_options: StorageOptions = None) -> 
         return
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with writing(path), open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
     finally:

@@ -38,14 +38,24 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.errors import ConfigError, FeatureError, SourceNotFoundError
 from thresher.features import ClassLabel, Feature, Image, Scalar, Tensor, Text
 
-__all__ = ["IMAGE_SUFFIXES", "load_inputs"]
+__all__ = ["IMAGE_SUFFIXES", "array_features", "load_inputs"]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 _IMAGE_NAMES = {"image", "images", "img"}
 _LABEL_NAMES = {"label", "labels"}
+
+
+def _expand(item: str) -> str:
+    """An input with ``~`` and ``$VAR`` expanded, also after ``KEY=``."""
+    path = user_path(item)
+    if "=" in item and not os.path.exists(path):
+        key, rest = item.split("=", 1)
+        return f"{key}={user_path(rest)}"
+    return path
 
 
 def _kind(item: str) -> str:
@@ -92,7 +102,7 @@ def _load_arrays(items: Sequence[str]) -> dict[str, np.ndarray]:
     return out
 
 
-def _array_features(splits: Mapping[str, dict[str, np.ndarray]], class_labels: set[str],
+def array_features(splits: Mapping[str, dict[str, np.ndarray]], class_labels: set[str],
                     images: set[str], encoding: str | None) -> dict[str, Feature]:
     first = next(iter(splits.values()))
     for name, arrays in splits.items():
@@ -244,8 +254,16 @@ def _table_features(splits: Mapping[str, list[dict[str, Any]]], class_labels: se
     for key in sorted(images):
         if not all(isinstance(r.get(key), str) for r in rows):
             raise ConfigError(f"image column {key!r} must hold file paths")
-        features[key] = Image((None, None, channels), encoding=encoding or "png")
+        features[key] = Image((None, None, channels), encoding=encoding or "original")
     return features
+
+
+def _check_named(class_labels: Sequence[str], images: Sequence[str], present: set[str], what: str) -> None:
+    for option, names in (("--class-label / class_labels", class_labels), ("--image / images", images)):
+        missing = sorted(set(names) - present)
+        if missing:
+            raise ConfigError(f"{option} names {what}s {missing} that the inputs do not have; "
+                              f"the {what}s are {sorted(present)}")
 
 
 # ---- entry point ------------------------------------------------------------------------
@@ -264,12 +282,14 @@ def load_inputs(
         splits: ``{split name: [input, ...]}`` (see the module doc for input kinds). All
             splits must use the same kind of input.
         class_labels, images: columns/arrays to treat as class labels / images.
-        image_encoding: ``'png'``, ``'jpeg'`` or ``'none'`` (default: ``'png'`` for files,
-            ``'none'`` for arrays).
+        image_encoding: ``'original'``, ``'png'``, ``'jpeg'`` or ``'none'`` (default:
+            ``'original'`` for files: their bytes are kept as they are, a JPEG stays the
+            same JPEG; ``'none'`` for arrays).
         channels: channels of images read from files (1, 3 or 4).
     """
     if not splits:
         raise ConfigError("no splits given")
+    splits = {name: [_expand(i) for i in items] for name, items in splits.items()}
     kinds = {name: {_kind(i) for i in items} for name, items in splits.items()}
     all_kinds = set().union(*kinds.values())
     if len(all_kinds) != 1 or any(not items for items in splits.values()):
@@ -277,14 +297,15 @@ def load_inputs(
     kind = all_kinds.pop()
     if kind == "arrays":
         arrays = {name: _load_arrays(items) for name, items in splits.items()}
-        features = _array_features(arrays, set(class_labels), set(images), image_encoding)
+        _check_named(class_labels, images, {k for a in arrays.values() for k in a}, "array")
+        features = array_features(arrays, set(class_labels), set(images), image_encoding)
         return features, dict(arrays)
     if kind == "folder":
         if any(len(items) != 1 for items in splits.values()):
             raise ConfigError("give one image folder per split")
         scans = {name: _scan_folder(items[0]) for name, items in splits.items()}
         names = sorted({c for scan in scans.values() for _, c, _ in scan})
-        features = {"image": Image((None, None, channels), encoding=image_encoding or "png"),
+        features = {"image": Image((None, None, channels), encoding=image_encoding or "original"),
                     "label": ClassLabel(names=names), "filename": Text()}
         examples = {name: [{"image": p, "label": c, "filename": rel} for p, c, rel in scan]
                     for name, scan in scans.items()}
@@ -301,6 +322,7 @@ def load_inputs(
                         r[key] = os.path.join(base, r[key])
             rows.extend(table)
         tables[name] = rows
+    _check_named(class_labels, images, {k for rows in tables.values() for r in rows for k in r}, "column")
     try:
         features = _table_features(tables, set(class_labels), set(images), image_encoding,
                                    channels)

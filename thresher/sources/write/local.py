@@ -8,10 +8,12 @@ into ``num_shards`` contiguous shard files (shard i holds positions
 every machine, and records that were adjacent in the input are spread over the split.
 
 Everything is written into a hidden directory beside the target
-(``.{name}.thresher-tmp-XXXX``); ``dataset_info.json`` is written last and the directory
-is renamed into place at the very end. An exception or Ctrl-C removes the temporary
+(``.{name}.thresher-tmp-{pid}@{host}.XXXX``); ``dataset_info.json`` is written last and the
+directory is renamed into place at the very end. An exception or Ctrl-C removes the temporary
 directory; a SIGKILL leaves it, and readers refuse it (IncompleteDatasetError), so no
-state of an interrupted write is ever taken for a dataset.
+state of an interrupted write is ever taken for a dataset. The next ``prepare`` of the same
+target removes such leftovers once their process is gone (:mod:`thresher.sources.temp_files`).
+Files and directories get the modes ``open()`` and ``mkdir`` would give (the umask applies).
 
 Example:
     >>> import tempfile, os, numpy as np
@@ -36,14 +38,13 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 
-from thresher._validate import check_int
+from thresher._validate import check_int, user_path
 from thresher.errors import ConfigError, FeatureError
 from thresher.features import RecordCodec, as_feature
 from thresher.randomness.permutation import Permutation
@@ -56,11 +57,11 @@ from thresher.sources.formats.prepared.layout import (
     DATASET_NAME_RE,
     INFO_FILE,
     OLD_MARK,
-    TEMP_MARK,
     PathLike,
     shard_filename,
 )
 from thresher.sources.remote.fs import is_url
+from thresher.sources.temp_files import new_temp_dir, sweep_stale, writing
 from thresher.splits import check_split_name
 
 __all__ = ["TARGET_SHARD_BYTES", "PrepareArgs", "check_prepare_args", "commit_dataset", "dataset_info", "shard_bounds",
@@ -256,7 +257,7 @@ def check_prepare_args(path: PathLike, split_names: Sequence[str], features: Any
                        version: str, description: str, shuffle: bool,
                        overwrite: bool) -> PrepareArgs:
     """Checks ``prepare``'s arguments; ConfigError names the one that is wrong."""
-    text = os.fspath(path)
+    text = user_path(path)
     target = text.rstrip("/") if is_url(text) else os.path.abspath(text)
     dataset = _dataset_name(target, name)
     if not split_names:
@@ -281,10 +282,10 @@ def check_prepare_args(path: PathLike, split_names: Sequence[str], features: Any
 
 
 def temp_dir(target: str) -> str:
-    """A new hidden working directory beside ``target`` (readers refuse it)."""
-    parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
-    return tempfile.mkdtemp(prefix=f".{os.path.basename(target)}{TEMP_MARK}", dir=parent)
+    """A new hidden working directory beside ``target`` (readers refuse it), after removing
+    the stale ones that interrupted writes of ``target`` left."""
+    sweep_stale(target)
+    return new_temp_dir(target)
 
 
 def dataset_info(args: PrepareArgs, infos: Sequence[SplitInfo]) -> DatasetInfo:
@@ -296,11 +297,12 @@ def dataset_info(args: PrepareArgs, infos: Sequence[SplitInfo]) -> DatasetInfo:
 def commit_dataset(tmp: str, args: PrepareArgs, infos: Sequence[SplitInfo]) -> None:
     """Writes ``dataset_info.json`` last into ``tmp``, syncs, and renames ``tmp`` into place."""
     info_path = os.path.join(tmp, INFO_FILE)
-    with open(info_path, "w", encoding="utf-8") as f:
-        f.write(dataset_info(args, infos).dumps())
-    for entry in os.listdir(tmp):
-        _fsync(os.path.join(tmp, entry))
-    _fsync(tmp)
+    with writing(os.path.join(args.target, INFO_FILE)):
+        with open(info_path, "w", encoding="utf-8") as f:
+            f.write(dataset_info(args, infos).dumps())
+        for entry in os.listdir(tmp):
+            _fsync(os.path.join(tmp, entry))
+        _fsync(tmp)
     parent = os.path.dirname(args.target)
     _commit(tmp, args.target, os.path.basename(args.target), parent)
 
@@ -329,7 +331,7 @@ def write_splits(args: PrepareArgs, splits: Mapping[str, Iterable[Any] | Mapping
 def _commit(tmp: str, target: str, base: str, parent: str) -> None:
     old = None
     if os.path.exists(target):
-        old = tempfile.mkdtemp(prefix=f".{base}{OLD_MARK}", dir=parent)
+        old = new_temp_dir(target, OLD_MARK)
         os.rmdir(old)
         os.rename(target, old)
     os.rename(tmp, target)

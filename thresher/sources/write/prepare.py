@@ -23,26 +23,40 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from thresher._validate import user_path
 from thresher.errors import ConfigError
 from thresher.sources.formats.prepared.info import DatasetInfo
 from thresher.sources.formats.prepared.layout import INFO_FILE, PathLike
 from thresher.sources.remote.fs import is_url
 from thresher.sources.write.commit import exists, publish_tree
+from thresher.sources.write.infer import describe_features, infer_features
 from thresher.sources.write.local import _dataset_name, check_prepare_args, write_splits
 
 __all__ = ["prepare"]
+
+_log = logging.getLogger("thresher")
+
+
+def _say_inferred(path: str, features: Any, progress: bool) -> None:
+    text = (f"thresher: prepare {path}: features inferred from the columns (pass features= to "
+            f"choose others):\n{describe_features(features)}")
+    _log.info("%s", text)
+    if progress:
+        print(text, file=sys.stderr)
 
 
 def prepare(
     path: PathLike,
     splits: Mapping[str, Iterable[Any] | Mapping[str, Any]],
     *,
-    features: Any,
+    features: Any = None,
     num_shards: int | Mapping[str, int] | None = None,
     name: str | None = None,
     version: str = "1.0.0",
@@ -58,10 +72,15 @@ def prepare(
     """Writes a prepared dataset directory that ``thresher.data_source`` reads.
 
     Args:
-        path: the directory to create (its parent is created if needed).
+        path: the directory to create (its parent is created if needed); ``~`` and
+            ``$VAR`` are expanded.
         splits: ``{split name: examples}``; examples are an iterable of (nested) dicts
             matching ``features``, or a dict of equal-length columns (arrays).
-        features: a Feature or a (nested) dict of them (``thresher.features``).
+        features: a Feature or a (nested) dict of them (``thresher.features``). Left out,
+            they are inferred from splits given as dicts of columns, by the rules of
+            ``thresher prepare`` (:mod:`thresher.sources.write.infer`: NumPy dtypes and
+            shapes, strings, bytes; ``image`` / ``label`` arrays), and what was inferred is
+            logged (logger ``thresher``, INFO) and, with ``progress``, printed to stderr.
         num_shards: shard files per split (an int, or ``{split: int}``); by default one
             per 256 MiB of records. Never more than the split has records.
         name: the dataset name (default: the directory name); used in file names.
@@ -88,7 +107,11 @@ def prepare(
     Returns:
         The DatasetInfo of the new dataset.
     """
-    url = os.fspath(path).rstrip("/")
+    path = user_path(path)
+    url = path.rstrip("/")
+    if features is None and isinstance(splits, Mapping) and splits:
+        features, splits = infer_features(splits)
+        _say_inferred(path, features, progress)
     if is_url(url) and exists(url, storage_options) and not overwrite:  # before reading examples
         raise ConfigError(f"{url!r} already exists; pass overwrite=True to replace it")
     if is_url(url) and beam_runner is None:

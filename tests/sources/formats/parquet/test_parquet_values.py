@@ -67,9 +67,10 @@ def test_every_key_is_pyarrows_row(tmp_path_factory: Any, case: Any, keys: list[
     assert [plain(r) for r in src.__getitems__(keys)] == [expected[k] for k in keys]
     if keys:
         assert plain(src[keys[0]]) == expected[keys[0]]
-    assert src.block_boundaries().tolist() == [0, *np.cumsum(
-        [pq.ParquetFile(path).metadata.row_group(i).num_rows for i in range(pq.ParquetFile(path).metadata.num_row_groups)]
-    ).tolist()]
+    meta = pq.ParquetFile(path).metadata
+    ends = np.cumsum([meta.row_group(i).num_rows for i in range(meta.num_row_groups)]).tolist()
+    assert src.block_boundaries().tolist() == [0, *ends[:-1]]
+    assert src.row_group_offsets.tolist() == [0, *ends]
 
 
 def _write_parts(d: str) -> list[str]:
@@ -158,4 +159,5 @@ def test_empty_files_and_row_groups_make_no_blocks(tmp_path: Any) -> None:
     pq.write_table(pa.table({"x": [1, 2]}), two)
     src = th.sources.ParquetSource([empty, two])
     assert len(src) == 2 and src[1] == {"x": 2} and src.__getitems__([]) == []
-    assert src.block_boundaries().tolist() == [0, 2]
+    assert src.block_boundaries().tolist() == [0]
+    assert th.sources.protocol.natural_block_starts(src, 1).tolist() == [0]

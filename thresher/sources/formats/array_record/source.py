@@ -23,6 +23,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from thresher._validate import user_path
 from thresher.errors import ConfigError, CorruptSourceError, SourceError, SourceNotFoundError
 from thresher.sources.formats.array_record.files import DEFAULT_MAX_OPEN, ReaderCache, open_reader, record_counts
 from thresher.sources.protocol import check_key, check_keys
@@ -71,7 +72,7 @@ def _items(paths: PathLike | Sequence[PathLike]) -> list[str]:
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:
         raise ConfigError("ArrayRecordSource: no paths given: pass a file path, a glob or a list of them")
-    return [os.fspath(p) for p in items]
+    return [user_path(p) for p in items]
 
 
 def _objects(items: list[str], storage_options: Mapping[str, Any] | None) -> list[RemoteObject]:
@@ -266,6 +267,41 @@ class ArrayRecordSource:
                 out[i] = rec
         return out
 
+    def group_sizes(self) -> list[int]:
+        """Each file's records per chunk (its group size), read from the footers once.
+
+        Example:
+            >>> import tempfile, os
+            >>> from thresher.sources import write_array_record
+            >>> path = os.path.join(tempfile.mkdtemp(), "g.array_record")
+            >>> _ = write_array_record(path, [b"a", b"b", b"c"], group_size=2)
+            >>> ArrayRecordSource(path).group_sizes()
+            [2]
+        """
+        sizes = self.__dict__.get("_group_sizes")
+        if sizes is None:
+            reader = self._ranges or RangeReader([RemoteObject(p, os.path.getsize(p)) for p in self._paths])
+            sizes = self.__dict__["_group_sizes"] = [reader.index(f).group_size for f in range(len(self._paths))]
+        return list(sizes)
+
+    def block_boundaries(self, min_records: int) -> np.ndarray:
+        """Starts of blocks of whole chunks, at least ``min_records`` records each where a file
+        allows (a block never spans two files): thresher.BlockShuffle.of_source uses them.
+
+        Example:
+            >>> import tempfile, os
+            >>> from thresher.sources import write_array_record
+            >>> path = os.path.join(tempfile.mkdtemp(), "b.array_record")
+            >>> _ = write_array_record(path, [b"x"] * 10, group_size=3)
+            >>> ArrayRecordSource(path).block_boundaries(4).tolist()     # chunks of 3: blocks of 6
+            [0, 6]
+        """
+        parts = []
+        for f, g in enumerate(self.group_sizes()):
+            step = max(1, -(-int(min_records) // g)) * g
+            parts.append(np.arange(int(self._starts[f]), int(self._starts[f + 1]), step, dtype=np.int64))
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
     @property
     def lookahead_records(self) -> int:
         """How many positions ahead the loader should pass the record keys of to
@@ -294,6 +330,33 @@ class ArrayRecordSource:
         keys = keys[(keys >= 0) & (keys < self._len)]
         files = np.searchsorted(self._starts, keys, side="right") - 1
         self._ranges.upcoming(files, keys - self._starts[files])
+
+    def upcoming_blocks(self, starts: np.ndarray, stops: np.ndarray) -> None:
+        """Key ranges ``[starts[i], stops[i])`` read together next (a BlockShuffle's window): with
+        byte-range reads and a chunk cache, a read that needs one of their chunks fetches the whole
+        block in one coalesced request. A hint only: what is read never depends on it.
+
+        Example:
+            >>> import tempfile, os
+            >>> from thresher.sources import write_array_record
+            >>> path = os.path.join(tempfile.mkdtemp(), "h.array_record")
+            >>> _ = write_array_record(path, [b"a", b"b", b"c", b"d"])
+            >>> src = ArrayRecordSource(path, reader="ranges")
+            >>> src.upcoming_blocks([0], [4]); src[1], src._ranges.requests   # one request: footer and block
+            (b'b', 2)
+        """
+        if self._ranges is None or not self._ranges.options.cache_bytes:
+            return
+        blocks = []
+        for a, b in zip(np.asarray(starts, dtype=np.int64).tolist(), np.asarray(stops, dtype=np.int64).tolist(),
+                        strict=True):
+            a, b = max(a, 0), min(b, self._len)
+            f = int(np.searchsorted(self._starts, a, side="right")) - 1
+            while a < b:  # a block may span files
+                end = min(b, int(self._starts[f + 1]))
+                blocks.append((f, a - int(self._starts[f]), end - 1 - int(self._starts[f])))
+                a, f = end, f + 1
+        self._ranges.upcoming_blocks(blocks)
 
     def close(self) -> None:
         """Closes the open readers (they reopen on the next read)."""

@@ -3,26 +3,32 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import tempfile
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, Union
 
-from thresher.errors import ConfigError, SourceError
+from thresher._validate import user_path
+from thresher.errors import ConfigError, SourceError, WriteError
+from thresher.sources.temp_files import new_temp_file, publish_mode, sweep_stale, write_error
 
 __all__ = ["ArrayRecordWriter", "write_array_record"]
 
 PathLike = Union[str, "os.PathLike[str]"]
+#: A directory is listed for stale temporaries at most this often per process.
+SWEEP_EVERY_S = 60.0
 
 
 class ArrayRecordWriter:
     """Writes records (bytes) to an ArrayRecord file, atomically.
 
-    Records go to a temporary file beside the target; ``close()`` (or leaving the
-    ``with`` block without an exception) renames it into place. An exception, a
-    crash or Ctrl-C leaves no file at ``path``, so a reader never sees half a file.
+    Records go to a hidden temporary file beside the target; ``close()`` (or leaving the
+    ``with`` block without an exception) renames it into place, with the mode ``open()``
+    would give (``0o666`` less the umask). An exception, a crash or Ctrl-C leaves no file
+    at ``path``, so a reader never sees half a file; the temporary that a ``kill -9``
+    leaves is removed by the next write of the same ``path`` once its process is gone
+    (:mod:`thresher.sources.temp_files`). A failed write (a full disk) raises
+    :class:`~thresher.errors.WriteError`, an ``OSError`` with the system's ``errno``.
 
     Args:
         path: the file to create (replaced if it exists).
@@ -30,6 +36,8 @@ class ArrayRecordWriter:
             cheapest, which is what a shuffling loader does; larger groups compress
             better and suit sequential reads.
         options: extra array_record writer options, e.g. ``"zstd:3"``.
+        clean_stale: first remove the stale temporaries of ``path`` that interrupted
+            writes left (False when the caller swept the directory already).
 
     Example:
         >>> import tempfile, os
@@ -42,17 +50,17 @@ class ArrayRecordWriter:
         b'record 1'
     """
 
-    def __init__(self, path: PathLike, *, group_size: int = 1, options: str = "") -> None:
+    def __init__(self, path: PathLike, *, group_size: int = 1, options: str = "",
+                 clean_stale: bool = True) -> None:
         if int(group_size) < 1:
             raise ConfigError(f"group_size must be >= 1, got {group_size}")
-        self._path = os.fspath(path)
+        self._path = user_path(path)
         directory = os.path.dirname(os.path.abspath(self._path))
         if not os.path.isdir(directory):
             raise SourceError(f"cannot write {self._path!r}: directory {directory!r} does not exist")
-        fd, self._tmp = tempfile.mkstemp(
-            prefix=f".{os.path.basename(self._path)}.", suffix=".tmp", dir=directory
-        )
-        os.close(fd)
+        if clean_stale:
+            sweep_stale(self._path, every_s=SWEEP_EVERY_S)
+        self._tmp = new_temp_file(self._path)
         from array_record.python import array_record_module
 
         opts = f"group_size:{int(group_size)}" + (f",{options}" if options else "")
@@ -90,12 +98,16 @@ class ArrayRecordWriter:
         except Exception as e:
             self._remove_tmp()
             raise self._failed(e) from e
-        os.replace(self._tmp, self._path)
+        try:
+            publish_mode(self._tmp)
+            os.replace(self._tmp, self._path)
+        except OSError as e:
+            self._remove_tmp()
+            raise self._failed(e) from e
 
-    def _failed(self, e: Exception) -> OSError:
-        return OSError(errno.EIO, f"writing ArrayRecord file {self._path!r} failed after {self._count} records "
-                                  f"({e}); is the disk full or a file-size limit reached? Nothing was written "
-                                  f"at {self._path!r}")
+    def _failed(self, e: Exception) -> WriteError:
+        return write_error(e, self._path, "writing the ArrayRecord file",
+                           f" after {self._count} records")
 
     def _remove_tmp(self) -> None:
         if os.path.exists(self._tmp):
@@ -137,6 +149,9 @@ def write_array_record(
     path: PathLike, records: Iterable[bytes], *, group_size: int = 1, options: str = ""
 ) -> int:
     """Writes ``records`` to one ArrayRecord file atomically; returns how many were written.
+
+    ``path`` may start with ``~`` or hold ``$VAR``s (expanded as a shell would). See
+    :class:`ArrayRecordWriter` for the temporary file, its mode and the errors.
 
     Example:
         >>> import tempfile, os

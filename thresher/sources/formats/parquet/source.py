@@ -81,7 +81,7 @@ class ParquetSource:
         >>> pq.write_table(pa.table({"text": ["d"], "label": [3]}), os.path.join(d, "train-1.parquet"))
         >>> src = ParquetSource(os.path.join(d, "train-*.parquet"))
         >>> len(src), src[3], src.block_boundaries().tolist()
-        (4, {'text': 'd', 'label': np.int64(3)}, [0, 2, 3, 4])
+        (4, {'text': 'd', 'label': np.int64(3)}, [0, 2, 3])
         >>> [r["text"] for r in src.__getitems__([2, 0, 1])]
         ['c', 'a', 'b']
     """
@@ -271,23 +271,27 @@ class ParquetSource:
 
     @property
     def row_group_offsets(self) -> np.ndarray:
-        """The first record key of each row group, then ``len(self)`` (int64, ascending)."""
+        """The first record key of each row group, then ``len(self)`` (int64, ascending; a row
+        group without rows repeats its key)."""
         return self._rg_starts.copy()
 
-    def block_boundaries(self) -> np.ndarray:
-        """The source's natural blocks, as strictly ascending keys ``[0, b1, ..., len(self)]``:
-        block ``j`` is keys ``[b[j], b[j+1])``, one row group (row groups without rows left out). Reading the keys of a block costs one
-        row-group decode; a locality-aware sampler asks for these.
+    def block_boundaries(self, min_records: int = 1) -> np.ndarray:
+        """The first key of each natural block (int64, strictly increasing, from 0), as
+        :class:`thresher.sources.protocol.BlockedSource` asks: whole row groups, consecutive
+        ones joined until a block holds at least ``min_records`` (the last may hold fewer).
+        Reading the keys of a block decodes only its row groups; ``thresher.BlockShuffle``
+        asks for these.
 
         Example:
             >>> import os, tempfile
             >>> import pyarrow as pa, pyarrow.parquet as pq
             >>> path = os.path.join(tempfile.mkdtemp(), "x.parquet")
             >>> pq.write_table(pa.table({"x": list(range(10))}), path, row_group_size=4)
-            >>> ParquetSource(path).block_boundaries().tolist()
-            [0, 4, 8, 10]
+            >>> src = ParquetSource(path)
+            >>> src.block_boundaries().tolist(), src.block_boundaries(5).tolist()
+            ([0, 4, 8], [0, 8])
         """
-        return np.unique(self._rg_starts)
+        return join_blocks(self._rg_starts, min_records)
 
     @property
     def fingerprint(self) -> str:
@@ -349,3 +353,23 @@ def open_file(obj: RemoteObject, opener: Any, metadata: Any) -> Any:
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptSourceError(f"{obj.url!r} can no longer be opened as a Parquet file "
                                  f"({type(e).__name__}: {e}); it changed or is corrupt") from e
+
+
+def join_blocks(cuts: np.ndarray, min_records: int) -> np.ndarray:
+    """Block starts from ascending cut points ``[0, ..., len]``: empty blocks dropped, then
+    consecutive ones joined until each holds at least ``min_records`` (O(blocks)).
+
+    Example:
+        >>> join_blocks(np.array([0, 3, 3, 5, 9, 10]), 4).tolist()
+        [0, 5, 9]
+    """
+    edges = np.unique(np.asarray(cuts, dtype=np.int64))
+    if edges.size < 2:
+        return np.zeros(0, dtype=np.int64)
+    if min_records <= 1:
+        return edges[:-1]
+    starts = [int(edges[0])]
+    for e in edges[1:-1].tolist():
+        if e - starts[-1] >= min_records:
+            starts.append(e)
+    return np.asarray(starts, dtype=np.int64)

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from thresher.errors import SourceNotFoundError, SplitError
-from thresher.sources.formats.parquet.source import DEFAULT_CACHE_BYTES, ParquetSource
+from thresher.sources.formats.parquet.source import DEFAULT_CACHE_BYTES, ParquetSource, join_blocks
 from thresher.sources.protocol import check_key, check_keys
 from thresher.splits import AbsoluteInstruction, SplitArg, resolve_split
 
@@ -155,15 +155,15 @@ class ParquetSplitSource:
                     out[i] = r
         return out
 
-    def block_boundaries(self) -> np.ndarray:
-        """Row groups, cut to the expression's ranges: ascending keys ``[0, ..., len(self)]``
-        (see :meth:`ParquetSource.block_boundaries`)."""
-        cuts = [np.asarray([0], dtype=np.int64)]
+    def block_boundaries(self, min_records: int = 1) -> np.ndarray:
+        """Row groups cut to the expression's ranges, joined to at least ``min_records``:
+        the first key of each block (see :meth:`ParquetSource.block_boundaries`)."""
+        cuts = [np.asarray([0, self._len], dtype=np.int64)]
         for start, a in zip(self._starts[:-1].tolist(), self._instructions, strict=True):
-            b = self._sources[a.split].block_boundaries()
+            b = self._sources[a.split].row_group_offsets
             inside = b[(b > a.from_) & (b < a.to)] - a.from_ + start
             cuts.append(np.concatenate([[start], inside, [start + a.num_examples]]))
-        return np.unique(np.concatenate(cuts))
+        return join_blocks(np.concatenate(cuts), min_records)
 
     @property
     def fingerprint(self) -> str:

@@ -15,12 +15,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from thresher._validate import is_int
+from thresher._validate import is_int, user_path
 from thresher.errors import DatasetInfoError, FeatureError, SourceNotFoundError, SplitError
 from thresher.features import RECORD_VERSION, Feature, as_feature, feature_from_json
 from thresher.sources.formats.prepared.layout import (
@@ -35,7 +35,23 @@ from thresher.sources.remote.fs import is_url, join, read_bytes
 from thresher.splits import AbsoluteInstruction, SplitArg, check_split_name, resolve_split
 from thresher.splits.base import SplitSizes
 
-__all__ = ["DatasetInfo", "FileInstruction", "SplitDict", "SplitInfo", "SubSplitInfo"]
+__all__ = ["DatasetInfo", "FileInstruction", "SplitDict", "SplitInfo", "SubSplitInfo", "features_digest"]
+
+_DIGEST_PREFIX = "blake2b-128:"
+
+
+def features_digest(features_json: Any) -> str:
+    """The digest ``dataset_info.json`` stores of its ``features`` entry (canonical JSON).
+
+    Example:
+        >>> from thresher.features import Scalar
+        >>> features_digest(Scalar("int64").to_json()) == features_digest({"dtype": "int64", "type": "Scalar"})
+        True
+        >>> features_digest(Scalar("int64").to_json()) == features_digest(Scalar("float64").to_json())
+        False
+    """
+    text = json.dumps(features_json, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return _DIGEST_PREFIX + hashlib.blake2b(text.encode("ascii"), digest_size=16).hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,6 +170,7 @@ class DatasetInfo:
     shuffled: bool = True
 
     def to_json(self) -> dict[str, Any]:
+        features = self.features.to_json()
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -163,7 +180,8 @@ class DatasetInfo:
             "file_format": "array_record",
             "record_encoding": {"name": "thresher.record", "version": RECORD_VERSION},
             "shuffled": self.shuffled,
-            "features": self.features.to_json(),
+            "features": features,
+            "features_digest": features_digest(features),
             "splits": [{"name": s.name, "num_examples": s.num_examples,
                         "shard_lengths": list(s.shard_lengths), "num_bytes": s.num_bytes}
                        for s in self.splits.values()],
@@ -211,6 +229,7 @@ class DatasetInfo:
             features = feature_from_json(field(d, "features", dict, ""))
         except FeatureError as e:
             raise bad(f"bad features: {e}") from None
+        _check_features_digest(d, bad)
         splits = []
         for i, s in enumerate(field(d, "splits", list, "")):
             what = f" of splits[{i}]"
@@ -245,7 +264,7 @@ class DatasetInfo:
     def read(cls, data_dir: PathLike,
              storage_options: Mapping[str, Any] | None = None) -> DatasetInfo:
         """Reads ``data_dir/dataset_info.json`` (``data_dir`` may be a URL)."""
-        d = os.fspath(data_dir)
+        d = user_path(data_dir)
         path = join(d, INFO_FILE)
         try:
             if is_url(d):
@@ -268,3 +287,19 @@ class DatasetInfo:
 
     def with_features(self, features: Any) -> DatasetInfo:
         return dataclasses.replace(self, features=as_feature(features))
+
+
+def _check_features_digest(d: dict[str, Any], bad: Any) -> None:
+    """DatasetInfoError when ``features`` no longer matches the ``features_digest`` written
+    with the data (a dtype or shape edited afterwards would decode the bytes as other values).
+    Directories written before the digest existed have none and are read unchecked."""
+    if "features_digest" not in d:
+        return
+    stored = d["features_digest"]
+    if not isinstance(stored, str) or not stored.startswith(_DIGEST_PREFIX):
+        raise bad(f"field 'features_digest' is {stored!r}, not a {_DIGEST_PREFIX}... digest")
+    if "features" in d and features_digest(d["features"]) != stored:
+        raise bad("field 'features' does not match 'features_digest': the feature spec was "
+                  "edited after the data was written, and a changed dtype or shape would decode "
+                  "the stored bytes as other values. Restore the original dataset_info.json, or "
+                  "write the dataset again with thresher.prepare")

@@ -14,6 +14,8 @@ import os
 import re
 from typing import Union
 
+from thresher.sources.temp_files import OLD_MARK, TEMP_MARK
+
 __all__ = [
     "DATASET_NAME_RE",
     "FORMAT",
@@ -30,8 +32,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 FORMAT = "thresher.prepared"
 FORMAT_VERSION = 1
 INFO_FILE = "dataset_info.json"
-TEMP_MARK = ".thresher-tmp-"
-OLD_MARK = ".thresher-old-"
 DATASET_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 

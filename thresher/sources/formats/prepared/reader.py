@@ -22,6 +22,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from thresher._validate import user_path
 from thresher.errors import IncompleteDatasetError, SourceNotFoundError
 from thresher.sources.formats.prepared.info import DatasetInfo
 from thresher.sources.formats.prepared.layout import INFO_FILE, PathLike, is_temp_dir
@@ -46,8 +47,8 @@ def _check_dir(path: str, storage_options: Mapping[str, Any] | None = None) -> N
     if is_temp_dir(path):
         raise IncompleteDatasetError(
             f"{path!r} is the working directory of a thresher.prepare() that did not finish "
-            "(it was interrupted, or is still running); it is not a dataset. Rerun prepare, "
-            "and delete this directory once no prepare is running")
+            "(it was interrupted, or is still running); it is not a dataset. Rerun prepare: "
+            "it removes this directory once the process that wrote it is gone")
     if is_url(path):
         names = list_names(path, storage_options)
         if names is None:
@@ -83,7 +84,7 @@ class ReadOnlyBuilder:
 
     def __init__(self, path: PathLike, *, storage_options: Mapping[str, Any] | None = None,
                  read_options: RemoteReadOptions | None = None) -> None:
-        text = os.fspath(path)
+        text = user_path(path)
         self.data_dir = text.rstrip("/") if is_url(text) else os.path.abspath(text)
         self._storage_options, self._read_options = storage_options, read_options
         _check_dir(self.data_dir, storage_options)

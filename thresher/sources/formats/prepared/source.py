@@ -21,8 +21,9 @@ import numpy as np
 from thresher.errors import CorruptSourceError, SourceNotFoundError
 from thresher.features import RecordCodec
 from thresher.sources.formats.prepared.info import DatasetInfo
+from thresher.sources.paths import inside
 from thresher.sources.protocol import check_key, check_keys
-from thresher.sources.remote.fs import is_url, join
+from thresher.sources.remote.fs import is_url
 from thresher.sources.remote.reader import RemoteReadOptions
 from thresher.sources.sharded_records import ShardedRecords
 from thresher.splits import AbsoluteInstruction
@@ -54,7 +55,8 @@ class PreparedSource(ShardedRecords):
             split_info = info.splits[a.split]
             lengths = dict(zip(split_info.filenames, split_info.shard_lengths, strict=False))
             for fi in split_info.file_instructions(a):
-                path = join(info.data_dir, fi.filename)
+                path = inside(info.data_dir, fi.filename, f"split {a.split!r} shard name",
+                              "dataset_info.json")
                 if path not in index:
                     index[path] = len(files)
                     files.append(path)

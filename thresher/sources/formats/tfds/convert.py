@@ -28,14 +28,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from typing import Any
 
+from thresher._validate import user_path
 from thresher.errors import ConfigError, DatasetInfoError
 from thresher.sources.formats.array_record.writer import ArrayRecordWriter
 from thresher.sources.formats.tfds.info import INFO_FILE, TfdsInfo, TfdsSplitInfo, shard_filenames
 from thresher.sources.formats.tfds.tfrecord import read_records
+from thresher.sources.paths import inside
 from thresher.sources.remote.fs import is_url
+from thresher.sources.temp_files import new_temp_dir, new_temp_file, publish_mode, sweep_stale, writing
 
 __all__ = ["convert"]
 
@@ -56,13 +58,15 @@ def _convert_split(info: TfdsInfo, split: TfdsSplitInfo, out_dir: str, bar: Any,
                               split.num_shards)
     targets = shard_filenames(split.template, info.name, split.name, "array_record",
                               split.num_shards)
+    field = f"split {split.name!r} filepathTemplate {split.template!r}"
     for src, dst, want in zip(sources, targets, split.shard_lengths, strict=False):
-        path = os.path.join(info.data_dir, src)
+        path = inside(info.data_dir, src, field, INFO_FILE)
+        target = inside(out_dir, dst, field, INFO_FILE)
         if not os.path.isfile(path):
             raise DatasetInfoError(f"shard {path!r} listed in {INFO_FILE} does not exist: the "
                                    "dataset is incomplete; copy or regenerate it")
         count = 0
-        with open(path, "rb") as f, ArrayRecordWriter(os.path.join(out_dir, dst)) as w:
+        with open(path, "rb") as f, ArrayRecordWriter(target, clean_stale=False) as w:
             for record in read_records(f, path, verify=verify):
                 w.write(record)
                 count += 1
@@ -74,12 +78,15 @@ def _convert_split(info: TfdsInfo, split: TfdsSplitInfo, out_dir: str, bar: Any,
 
 
 def _write_info(obj: dict[str, Any], directory: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{INFO_FILE}.", suffix=".tmp", dir=directory)
+    path = os.path.join(directory, INFO_FILE)
+    tmp = new_temp_file(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, os.path.join(directory, INFO_FILE))
+        with writing(path):
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(obj, f, indent=2)
+                f.write("\n")
+            publish_mode(tmp)
+            os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -98,6 +105,7 @@ def convert(path: str, out: str | None = None, *, progress: bool = True,
 
     Returns the directory to read (``thresher.data_source(result, split=...)``).
     """
+    path = user_path(path)
     for where in (path, out):
         if where is not None and is_url(os.fspath(where)):
             raise ConfigError(f"thresher convert works on local directories, not {where!r}: "
@@ -114,24 +122,29 @@ def convert(path: str, out: str | None = None, *, progress: bool = True,
     obj = dict(info.raw)
     try:
         if out is None:
+            targets = [name for split in info.tfds_splits for name in shard_filenames(
+                split.template, info.name, split.name, "array_record", split.num_shards)]
+            sweep_stale(os.path.join(info.data_dir, INFO_FILE), also=targets)
             for split in info.tfds_splits:
                 _convert_split(info, split, info.data_dir, bar, verify)
             alternatives = list(obj.get("alternativeFileFormats") or [])
             obj["alternativeFileFormats"] = [*alternatives, "array_record"]
             _write_info(obj, info.data_dir)
             return info.data_dir
-        out = os.path.abspath(out)
+        out = os.path.abspath(user_path(out))
         if os.path.exists(out):
             raise ConfigError(f"--out {out!r} already exists; give a new directory")
-        parent = os.path.dirname(out)
-        os.makedirs(parent, exist_ok=True)
-        work = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.thresher-tmp-", dir=parent)
+        if os.path.isdir(os.path.dirname(out)):
+            sweep_stale(out)
+        work = new_temp_dir(out)
         try:
             for entry in os.listdir(info.data_dir):
                 src = os.path.join(info.data_dir, entry)
                 if os.path.isfile(src) and ".tfrecord-" not in entry and entry != INFO_FILE \
                         and not entry.startswith("."):
-                    shutil.copy2(src, os.path.join(work, entry))
+                    with writing(os.path.join(out, entry), "copying to"):
+                        shutil.copy2(src, os.path.join(work, entry))
+                    publish_mode(os.path.join(work, entry))
             for split in info.tfds_splits:
                 _convert_split(info, split, work, bar, verify)
             obj["fileFormat"] = "array_record"

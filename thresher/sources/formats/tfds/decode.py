@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._optional import available, require
 from thresher.errors import CorruptSourceError, FeatureError
 from thresher.sources.formats.tfds.features import (
     FeaturesDict,
@@ -87,21 +88,11 @@ _CODEC: list[tuple[str, Any]] = []  # the image library, found once per process
 def _image_codec() -> tuple[str, Any]:
     if _CODEC:
         return _CODEC[0]
-    try:
-        import cv2
-
-        _CODEC.append(("cv2", cv2))
-        return _CODEC[0]
-    except ImportError:
-        pass
-    try:
-        from PIL import Image as PILImage
-
-        _CODEC.append(("pil", PILImage))
-        return _CODEC[0]
-    except ImportError:
-        raise FeatureError("TFDS Image features need OpenCV or Pillow to decode: pip install "
-                           "'thresher[images]' (Pillow) or 'thresher[opencv]'") from None
+    if available("cv2"):
+        _CODEC.append(("cv2", require("cv2", "TFDS Image features")))
+    else:
+        _CODEC.append(("pil", require("PIL.Image", "TFDS Image features (OpenCV or Pillow)")))
+    return _CODEC[0]
 
 
 def decode_image(data: bytes, feature: Image) -> np.ndarray:
@@ -140,8 +131,9 @@ class _Leaf:
         self.name = "/".join(path)
         self.feature = feature
         self.rank = len(seq)
-        self.dynamic = isinstance(feature, Tensor) and feature.shape.count(None) > 1 and (
-            feature.encoding == "none")
+        # TFDS stores a tensor with several unknown dimensions as name/value + name/shape
+        # (the value is one encoded bytes value when the tensor has an encoding)
+        self.dynamic = isinstance(feature, Tensor) and feature.shape.count(None) > 1
         if isinstance(feature, Tensor) and feature.encoding == "none":
             self.dtype, inner = feature.np_dtype, feature.shape
         else:  # Text, Image, ClassLabel-free bytes: one bytes value (ClassLabel is a Tensor)
@@ -150,9 +142,9 @@ class _Leaf:
         if self.dynamic and self.rank:
             raise FeatureError(f"feature {self.name!r}: a Tensor with several unknown "
                                "dimensions inside a Sequence is not supported")
-        if self.rank > 1 and not isinstance(feature, Tensor):
-            raise FeatureError(f"feature {self.name!r}: {feature!r} in nested Sequences is "
-                               "not supported (TFDS cannot decode it with NumPy either)")
+        if self.rank > 1 and isinstance(feature, Image):
+            raise FeatureError(f"feature {self.name!r}: {feature!r} in nested Sequences is not supported by "
+                               "thresher (images are decoded one value at a time)")
 
     def _values(self, raw: Any, key: str, where: str) -> np.ndarray:
         if isinstance(raw, list):
@@ -172,11 +164,15 @@ class _Leaf:
     def parse(self, flat: dict[str, Any], where: str) -> Any:
         """The value TFDS's parser gives this leaf (before the feature's decoding)."""
         if self.dynamic:
-            value = self._get(flat, self.name + "/value", where).astype(self.dtype)
-            shape = self._get(flat, self.name + "/shape", where)
             assert isinstance(self.feature, Tensor)
+            raw = self._get(flat, self.name + "/value", where)
+            shape = self._get(flat, self.name + "/shape", where)
             dims = [int(s) if d is None else d for s, d in zip(shape, self.feature.shape, strict=False)]
-            return self._reshape(value, dims, where)
+            if self.feature.encoding == "none":
+                return self._reshape(raw.astype(self.dtype), dims, where)
+            if not (isinstance(raw, list) and len(raw) == 1):
+                raise CorruptSourceError(f"{where}: encoded tensor {self.name!r} must be one bytes value")
+            return self._reshape(self._unbytes(raw[0], self.feature, where, [-1]), dims, where)
         key = self.name + "/ragged_flat_values" if self.rank > 1 else self.name
         raw = self._get(flat, key, where)
         if not self.shape and self.dtype == _OBJ and isinstance(raw, list) and len(raw) == 1:
@@ -227,8 +223,8 @@ class _Leaf:
                 raise CorruptSourceError(f"{where}: image {self.name!r}: {e}") from None
         return value  # Text: bytes as stored
 
-    def _unbytes(self, value: Any, f: Tensor, where: str) -> Any:
-        dims = [-1 if d is None else d for d in f.shape]
+    def _unbytes(self, value: Any, f: Tensor, where: str, dims: list[int] | None = None) -> Any:
+        dims = [-1 if d is None else d for d in f.shape] if dims is None else dims
 
         def one(b: bytes) -> np.ndarray:
             try:

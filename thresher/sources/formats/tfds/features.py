@@ -24,7 +24,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from thresher.errors import FeatureError
+from thresher.errors import DatasetInfoError, FeatureError
+from thresher.sources.paths import outside_reason
 
 __all__ = [
     "ClassLabel",
@@ -167,26 +168,39 @@ class FeaturesDict(TfdsFeature, Mapping[str, TfdsFeature]):
         return f"FeaturesDict({{{inner}}})"
 
 
-def _shape(obj: Any) -> Shape:
-    dims = (obj or {}).get("dimensions", [])
-    return tuple(None if int(d) < 0 else int(d) for d in dims)
+def _shape(obj: Any, bad: Any) -> Shape:
+    try:
+        return tuple(None if int(d) < 0 else int(d) for d in (obj or {}).get("dimensions", []))
+    except (AttributeError, TypeError, ValueError):
+        raise DatasetInfoError(str(bad(f"shape {obj!r} is not a list of integer dimensions"))) from None
+
+
+def _dtype(dtype: str, bad: Any) -> str:
+    """``dtype`` if NumPy knows it (or it is a string type); else DatasetInfoError naming the feature."""
+    if dtype not in _STRINGS:
+        try:
+            np.dtype(dtype)
+        except (TypeError, ValueError, SyntaxError):
+            raise DatasetInfoError(str(bad(f"dtype {dtype!r} is not a dtype NumPy knows; the "
+                                           "features description was edited or damaged"))) from None
+    return dtype
 
 
 def _tensor(kind: str) -> Callable[[dict[str, Any], Any], TfdsFeature]:
     def build(content: dict[str, Any], bad: Any) -> TfdsFeature:
         extra = {k: v for k, v in content.items() if k not in ("shape", "dtype", "encoding")}
-        return Tensor(_shape(content.get("shape")), str(content.get("dtype", "float32")),
+        return Tensor(_shape(content.get("shape"), bad), _dtype(str(content.get("dtype", "float32")), bad),
                       str(content.get("encoding", "none")), kind, **extra)
     return build
 
 
 def _image(content: dict[str, Any], bad: Any) -> TfdsFeature:
-    return Image(_shape(content.get("shape")), str(content.get("dtype", "uint8")),
+    return Image(_shape(content.get("shape"), bad), str(content.get("dtype", "uint8")),
                  str(content.get("encodingFormat", "png")))
 
 
 def _video(content: dict[str, Any], bad: Any) -> TfdsFeature:
-    shape = _shape(content.get("shape"))
+    shape = _shape(content.get("shape"), bad)
     if len(shape) != 4:
         raise bad(f"Video shape {shape} is not (frames, height, width, channels)")
     fmt = str(content.get("encodingFormat", "png"))
@@ -259,6 +273,16 @@ class _TextFiles(Protocol):
     def read_text(self, name: str) -> str: ...
 
 
+def _label_file(name: str) -> bool:
+    """True; DatasetInfoError when the feature name makes a label file outside the directory."""
+    why = outside_reason(f"{name}.labels.txt")
+    if why is not None:
+        raise DatasetInfoError(f"the label file of ClassLabel feature {name!r} would be "
+                               f"{name + '.labels.txt'!r}, outside the dataset directory ({why}); "
+                               "the features description was edited or damaged")
+    return True
+
+
 def load_label_names(feature: TfdsFeature, files: _TextFiles, name: str = "") -> None:
     """Reads ``<name>.labels.txt`` files (nested names joined by ``-``) into ClassLabels.
 
@@ -269,6 +293,6 @@ def load_label_names(feature: TfdsFeature, files: _TextFiles, name: str = "") ->
             load_label_names(child, files, f"{name}-{key}" if name else key)
     elif isinstance(feature, Sequence):
         load_label_names(feature.feature, files, name)
-    elif isinstance(feature, ClassLabel) and files.has(f"{name}.labels.txt"):
+    elif isinstance(feature, ClassLabel) and _label_file(name) and files.has(f"{name}.labels.txt"):
         text = files.read_text(f"{name}.labels.txt")
         feature.names = [n.strip() for n in text.split("\n") if n.strip()]

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from thresher.errors import SourceNotFoundError
-from thresher.sources.remote.fs import is_url, join, list_names, read_bytes
+from thresher.sources.paths import inside
+from thresher.sources.remote.fs import is_url, list_names, read_bytes
 
 __all__ = ["DatasetDir"]
 
@@ -42,9 +43,10 @@ class DatasetDir:
     def is_url(self) -> bool:
         return is_url(self.path)
 
-    def join(self, *names: str) -> str:
-        """The path (or URL) of ``names`` inside this directory."""
-        return join(self.path, *names)
+    def join(self, name: str, field: str = "a file name") -> str:
+        """The path (or URL) of ``name`` inside this directory; DatasetInfoError naming
+        ``field`` when ``name`` would leave it (:func:`thresher.sources.paths.inside`)."""
+        return inside(self.path, name, field, self.path)
 
     def sub(self, name: str) -> DatasetDir:
         """The subdirectory ``name``."""

@@ -23,10 +23,12 @@ import string
 from collections.abc import Mapping
 from typing import Any, cast
 
+from thresher._validate import user_path
 from thresher.errors import DatasetInfoError, FeatureError, SourceError, SourceNotFoundError, SplitError
 from thresher.sources.formats.prepared.info import SplitDict, SplitInfo
 from thresher.sources.formats.tfds.features import TfdsFeature, feature_from_tfds_json, load_label_names
 from thresher.sources.formats.tfds.files import DatasetDir
+from thresher.sources.paths import inside
 from thresher.sources.remote.fs import is_url
 from thresher.splits import check_split_name
 
@@ -161,7 +163,7 @@ class TfdsInfo:
     def read(cls, path: str, storage_options: Mapping[str, Any] | None = None) -> TfdsInfo:
         """Reads a TFDS version directory (or the newest version of a dataset directory);
         ``path`` may be a URL, read with fsspec and ``storage_options``."""
-        text = os.fspath(path)
+        text = user_path(path)
         d = version_dir(text if is_url(text) else os.path.abspath(text),
                         storage_options=storage_options)
         assert d is not None
@@ -185,7 +187,7 @@ class TfdsInfo:
                       "Re-generate it with file_format='array_record'")
         readable = "array_record" if "array_record" in (file_format, *alternatives) else (
             "tfrecord")
-        splits = [_split(s, i, name, readable, bad) for i, s in
+        splits = [_split(s, i, name, readable, bad, (d, info_path)) for i, s in
                   enumerate(obj.get("splits") or [])]
         if len({s.name for s in splits}) != len(splits):
             raise bad(f"duplicate split names in {[s.name for s in splits]}")
@@ -209,7 +211,8 @@ def _load_json(files: DatasetDir, name: str, bad: Any) -> Any:
         raise bad(f"cannot be read ({e})") from None
 
 
-def _split(s: Any, i: int, dataset: str, file_format: str, bad: Any) -> TfdsSplitInfo:
+def _split(s: Any, i: int, dataset: str, file_format: str, bad: Any,
+           where: tuple[str, str]) -> TfdsSplitInfo:
     if not isinstance(s, dict):
         raise bad(f"splits[{i}] must be an object")
     name = s.get("name")
@@ -229,6 +232,10 @@ def _split(s: Any, i: int, dataset: str, file_format: str, bad: Any) -> TfdsSpli
     if unknown:
         raise bad(f"split {name!r}: filepathTemplate {template!r} uses {sorted(unknown)}, which "
                   "this thresher does not know (a newer TFDS wrote it); upgrade thresher")
+    for fmt in FILE_FORMATS:  # shard names differ only in digits, which cannot climb out
+        for shard in shard_filenames(template, dataset, str(name), fmt, max(len(lengths), 1))[:1]:
+            inside(where[0], shard, f"splits[{i}] (split {name!r}) filepathTemplate "
+                                    f"{template!r}", where[1])
     return TfdsSplitInfo(str(name), lengths, _int(s.get("numBytes", 0), "numBytes", bad), dataset,
                          template, file_format)
 
@@ -244,6 +251,8 @@ def _features(files: DatasetDir, obj: dict[str, Any], bad: Any) -> TfdsFeature:
                   "description is missing")
     try:
         features = feature_from_tfds_json(spec, files.path)
+    except DatasetInfoError as e:
+        raise DatasetInfoError(f"{e} (in {path})") from None
     except FeatureError as e:
         raise FeatureError(f"{e} (in {path})") from None
     load_label_names(features, files)

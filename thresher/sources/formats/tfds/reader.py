@@ -43,7 +43,9 @@ class TfdsBuilder:
         read_options: how records are read over byte ranges from a URL
             (:class:`~thresher.sources.remote.RemoteReadOptions`).
 
-    ``as_data_source`` needs array_record shards; a tfrecord dataset raises
+    ``as_data_source`` reads array_record shards, and tfrecord shards in place (each
+    file's offset index is built once and cached; ``thresher convert`` still makes an
+    ArrayRecord copy for those who want one); other formats raise
     ConversionRequiredError naming ``thresher convert``.
     """
 
@@ -60,7 +62,7 @@ class TfdsBuilder:
     def as_data_source(self, split: SplitSelection = None) -> Any:
         """Sources for ``split``: a dict of every split (None), one source (a split
         expression or split object, thresher's or TFDS's), or a list (a list of them)."""
-        if not self.info.has_array_record:
+        if not self.info.has_array_record and self.info.file_format != "tfrecord":
             raise ConversionRequiredError(self._conversion_message())
         if split is None:
             return {name: self._source(name) for name in self.info.splits}

@@ -19,8 +19,9 @@ from thresher.sources.formats.tfds.batch import BatchDecoder
 from thresher.sources.formats.tfds.decode import TfdsCodec
 from thresher.sources.formats.tfds.files import DatasetDir
 from thresher.sources.formats.tfds.info import TfdsInfo
+from thresher.sources.paths import inside
 from thresher.sources.protocol import check_key, check_keys
-from thresher.sources.remote.fs import is_url, join
+from thresher.sources.remote.fs import is_url
 from thresher.sources.remote.reader import RemoteReadOptions
 from thresher.sources.sharded_records import ShardedRecords
 from thresher.splits import AbsoluteInstruction
@@ -33,7 +34,8 @@ def _basename(path: str) -> str:
 
 
 class TfdsSource(ShardedRecords):
-    """Decoded records of one split expression of a TFDS dataset (array_record shards).
+    """Decoded records of one split expression of a TFDS dataset (array_record shards, or
+    tfrecord shards read in place through their cached offset indexes).
 
     Made by ``thresher.data_source(tfds_dir, split=...)``; see :func:`thresher.builder`.
     """
@@ -56,7 +58,8 @@ class TfdsSource(ShardedRecords):
             split_info = info.splits[a.split]
             per_file = dict(zip(split_info.filenames, split_info.shard_lengths, strict=False))
             for fi in split_info.file_instructions(a):
-                path = join(info.data_dir, fi.filename)
+                path = inside(info.data_dir, fi.filename, f"split {a.split!r} shard name",
+                              "dataset_info.json")
                 if path not in index:
                     index[path] = len(files)
                     starts_of_file.append(sum(lengths))
@@ -81,7 +84,7 @@ class TfdsSource(ShardedRecords):
         self._paths = files
         self._open_shards(files, lengths, storage_options, read_options, lambda path, want, got: (
             f"shard {path!r} has {got} records but dataset_info.json says {want}: "
-            "the shard is truncated or belongs to another dataset"))
+            "the shard is truncated or belongs to another dataset"), tfrecord=not info.has_array_record)
         self._bases = np.asarray(bases, dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(takes, dtype=np.int64)])
         self._len = int(self._starts[-1])

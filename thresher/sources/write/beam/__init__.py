@@ -56,13 +56,15 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from thresher._optional import missing
+
 try:
     import apache_beam as beam
-except ImportError as e:  # pragma: no cover - the extra is part of the test environment
-    raise ImportError("thresher.beam needs Apache Beam: pip install 'thresher[beam]'") from e
+except ModuleNotFoundError as e:
+    raise missing(e, "thresher.beam") from e
 
 from thresher import errors
-from thresher._validate import check_int
+from thresher._validate import check_int, user_path
 from thresher.errors import ConfigError, ThresherError
 from thresher.sources.formats.prepared.info import DatasetInfo, SplitInfo
 from thresher.sources.formats.prepared.layout import PathLike
@@ -170,7 +172,8 @@ class WriteDataset(beam.PTransform):
         self.path, self.features, self.split = path, features, split
         self.num_shards, self.name, self.version = num_shards, name, version
         self.description, self.shuffle, self.overwrite = description, shuffle, overwrite
-        self.exchange, self.spill_dir, self.run_bytes = exchange, spill_dir, run_bytes
+        self.exchange, self.run_bytes = exchange, run_bytes
+        self.spill_dir = None if spill_dir is None else user_path(spill_dir)
         self.storage_options = dict(storage_options) if storage_options else None
         self.args: PrepareArgs | None = None
         self.tmp: str | None = None

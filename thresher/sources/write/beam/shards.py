@@ -13,10 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from thresher._optional import missing
+
 try:
     import apache_beam as beam
-except ImportError as e:  # pragma: no cover - the extra is part of the test environment
-    raise ImportError("thresher.beam needs Apache Beam: pip install 'thresher[beam]'") from e
+except ModuleNotFoundError as e:
+    raise missing(e, "thresher.beam") from e
 
 from thresher.errors import ConfigError
 from thresher.features import RecordCodec

@@ -1,0 +1,80 @@
+"""A BlockShuffle over a bucket: each chunk fetched once per epoch per process, whole blocks per request,
+and shards that fetch disjoint chunks (counted by the local object server)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+
+import thresher as th
+from tests.sources.remote.range_server import RangeServer
+from thresher.sources.remote import RemoteReadOptions
+
+N, GROUP, BLOCK, WINDOW = 2048, 4, 64, 4  # 512 chunks, blocks of 16 chunks, windows of 256 records
+
+
+@pytest.fixture(scope="module")
+def bucket(tmp_path_factory: Any) -> Any:
+    root = str(tmp_path_factory.mktemp("buckets"))
+    rng = np.random.default_rng(0)
+    records = [rng.bytes(int(rng.integers(1000, 3000))) for _ in range(N)]
+    os.makedirs(os.path.join(root, "bs"))
+    th.sources.write_array_record(os.path.join(root, "bs", "d.array_record"), records, group_size=GROUP)
+    with RangeServer(root) as server:
+        yield server, records
+
+
+def _source(server: RangeServer, records: list[bytes]) -> th.sources.ArrayRecordSource:
+    window = sum(len(r) for r in records) * BLOCK * WINDOW // N
+    options = RemoteReadOptions(cache_bytes=3 * window, fill_cache=False)  # the sizing rule: ~2-3 windows
+    return th.sources.ArrayRecordSource("s3://bs/d.array_record", storage_options=server.s3_options(),
+                                        read_options=options)
+
+
+def _run(server: RangeServer, records: list[bytes], shuffle: Any, shard: th.ShardOptions | None = None,
+         workers: int = 0, epochs: int = 1) -> tuple[list[bytes], dict[str, int], Any]:
+    src = _source(server, records)
+    len(src)
+    server.stats(reset=True)
+    sampler = th.IndexSampler(N, shuffle=shuffle, seed=4, num_epochs=epochs, shard_options=shard)
+    loader = th.DataLoader(src, sampler, [th.Batch(32, drop_remainder=False)], worker_count=workers,
+                           worker_mode="thread", read_options=th.ReadOptions(num_threads=2))
+    got = [bytes(r) for b in loader for r in b]  # a batch of bytes is a NumPy "S" array: trailing NULs go
+    assert src._ranges is not None
+    return got, server.stats(), src._ranges._process()["cache"]
+
+
+def test_each_chunk_is_fetched_once_per_epoch_in_whole_blocks(bucket: Any) -> None:
+    server, records = bucket
+    shuffle = th.BlockShuffle.of_source(_source(server, records), block_size=BLOCK, window_blocks=WINDOW)
+    assert shuffle.boundaries is not None and shuffle.boundaries.size == N // BLOCK
+    sampler = th.IndexSampler(N, shuffle=shuffle, seed=4, num_epochs=2)
+    size = os.path.getsize(os.path.join(server.root, "bs", "d.array_record"))
+    for workers in (0, 2):
+        got, stats, cache = _run(server, records, shuffle, workers=workers)
+        assert got == [records[k].rstrip(b"\0") for k in sampler.keys(np.arange(N)).tolist()]
+        assert cache.misses == N // GROUP  # every chunk fetched exactly once in the epoch
+        assert stats["body_bytes"] <= size
+        assert stats["requests"] <= N // BLOCK + 2, stats  # one request per block (+ footer)
+    got, stats, cache = _run(server, records, shuffle, epochs=2)
+    assert got == [records[k].rstrip(b"\0") for k in sampler.keys(np.arange(2 * N)).tolist()]
+    assert N // GROUP < cache.misses <= 2 * N // GROUP and stats["body_bytes"] <= 2 * size
+    _, full, _ = _run(server, records, True)
+    assert full["requests"] > 4 * stats["requests"]  # a full shuffle with the same cache: a request per chunk
+
+
+def test_shards_fetch_disjoint_chunks(bucket: Any) -> None:
+    server, records = bucket
+    shuffle = th.BlockShuffle(block_size=BLOCK, window_blocks=WINDOW)
+    seen, total = [], 0
+    for i in range(2):
+        got, stats, cache = _run(server, records, shuffle, th.ShardOptions(i, 2))
+        seen += got
+        total += stats["body_bytes"]
+        assert cache.misses == N // GROUP // 2  # half of the epoch: each chunk of its windows once
+    assert sorted(seen) == sorted(r.rstrip(b"\0") for r in records)
+    size = os.path.getsize(os.path.join(server.root, "bs", "d.array_record"))
+    assert total <= size  # both shards together: no chunk fetched by both

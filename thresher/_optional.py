@@ -1,0 +1,95 @@
+"""One home for optional imports: each names the ``pip install "thresher[extra]"`` that provides it.
+
+``import thresher`` needs only numpy, array_record and cloudpickle. Everything else is imported
+where it is used, through :func:`require`, so a missing package is a
+:class:`~thresher.errors.MissingExtraError` (a ``ModuleNotFoundError``) that says what needs it and
+the command to run, never a bare ``ModuleNotFoundError``. :func:`available` asks without raising,
+for code that falls back to another library.
+
+Example:
+    >>> from thresher._optional import require
+    >>> require("numpy", "plain arrays").__name__
+    'numpy'
+    >>> require("no_such_module_xyz", "the example", extra="plot")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    thresher.errors.MissingExtraError: the example needs no_such_module_xyz: pip install "thresher[plot]" ...
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from thresher.errors import MissingExtraError
+
+__all__ = ["EXTRAS", "available", "install_command", "missing", "require"]
+
+# the top-level module -> the extra of pyproject.toml that installs it
+EXTRAS = {
+    "jax": "jax",
+    "jaxlib": "jax",
+    "orbax": "orbax",
+    "torch": "torch",
+    "PIL": "images",
+    "cv2": "opencv",
+    "matplotlib": "plot",
+    "pandas": "pandas",
+    "apache_beam": "beam",
+    "fsspec": "remote",
+    "s3fs": "remote",
+    "gcsfs": "remote",
+    "botocore": "remote",
+    "cramjam": "remote",
+    "sklearn": "demo",
+    "tqdm": "demo",
+}
+# what the error calls the package (its pip name) when it is not the module's name
+_PACKAGES = {"PIL": "Pillow", "cv2": "OpenCV (opencv-python-headless)", "sklearn": "scikit-learn",
+             "apache_beam": "Apache Beam", "orbax": "orbax-checkpoint"}
+
+
+def install_command(extra: str) -> str:
+    """The command that installs an extra: ``pip install "thresher[extra]"``."""
+    return f'pip install "thresher[{extra}]"'
+
+
+def require(module: str, purpose: str, *, extra: str | None = None) -> ModuleType:
+    """Imports ``module``; if it (or a module it needs) is missing, raises MissingExtraError.
+
+    ``purpose`` says what needs it ("as_dataframe", "reading 's3://b/x'"); ``extra`` defaults to
+    the extra that installs ``module``'s top-level package.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        raise missing(e, purpose, module=module, extra=extra) from e
+
+
+def missing(error: ModuleNotFoundError, purpose: str, *, module: str | None = None,
+            extra: str | None = None) -> MissingExtraError:
+    """The MissingExtraError for ``error``, for a module-level import (typed, unlike :func:`require`).
+
+    Example:
+        >>> try:
+        ...     import no_such_module_xyz
+        ... except ModuleNotFoundError as e:
+        ...     print(missing(e, "the example", extra="beam"))  # doctest: +ELLIPSIS
+        the example needs no_such_module_xyz: pip install "thresher[beam]" ...
+    """
+    top = (module or error.name or "").partition(".")[0]
+    extra = extra or EXTRAS.get(top) or EXTRAS.get((error.name or "").partition(".")[0])
+    how = install_command(extra) if extra else f"pip install {top}"
+    package = _PACKAGES.get(top, top)
+    needs = "" if error.name in (None, top, module) else f" (which needs {error.name})"
+    return MissingExtraError(f"{purpose} needs {package}{needs}: {how} (or install {package} yourself)",
+                             name=error.name or top)
+
+
+def available(module: str) -> bool:
+    """Whether ``module`` imports here (for code that falls back to another library)."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True

@@ -1,0 +1,152 @@
+"""Byte ranges of shard files, local or behind URLs, opened again in each process.
+
+:class:`ShardFiles` is what the in-place formats (TFRecord, WebDataset tar) share: the
+list of shards with their sizes and versions, byte-range reads (``os.pread`` on a file
+kept open per process; ``fs.cat_ranges`` through fsspec for URLs, all ranges of a
+batch in flight at once), a sequential stream to build an index from, and a check that
+a local shard is still the file that was listed. It pickles to the shard list and the
+storage options: file handles and filesystems are made again in the process that reads.
+
+Example:
+    >>> import os, tempfile
+    >>> from thresher.sources.formats.shards import list_shards
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.bin")
+    >>> _ = open(path, "wb").write(b"0123456789")
+    >>> files = ShardFiles(list_shards(path))
+    >>> files.read_many([(0, 2, 5), (0, 8, 10)])
+    [b'234', b'89']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from typing import IO, Any
+
+from thresher.errors import CorruptSourceError, SourceError
+from thresher.sources.formats.shards import Shard
+from thresher.sources.remote.fs import describe_error, filesystem, is_url
+
+__all__ = ["ShardFiles"]
+
+
+class ShardFiles:
+    """The shards of a source, read by byte ranges (see the module doc)."""
+
+    def __init__(self, shards: Sequence[Shard], storage_options: Mapping[str, Any] | None = None) -> None:
+        self.shards = list(shards)
+        self.storage_options = dict(storage_options or {})
+        self.remote = bool(self.shards) and is_url(self.shards[0].url)
+        self._fds: dict[int, int] = {}
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._fs: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"shards": self.shards, "storage_options": self.storage_options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["shards"], state["storage_options"])  # type: ignore[misc]
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def name(self, i: int) -> str:
+        return self.shards[i].url
+
+    def check_unchanged(self) -> None:
+        """SourceError naming the first local shard whose size or mtime is not what was listed."""
+        if self.remote:
+            return  # objects are checked by size on every read, and by the format's checks
+        for s in self.shards:
+            try:
+                st = os.stat(s.url)
+            except OSError as e:
+                raise SourceError(f"shard {s.url!r} can no longer be read: {e}") from None
+            if st.st_size != s.size or str(st.st_mtime_ns) != s.version:
+                raise SourceError(f"shard {s.url!r} changed after the source was made (size {s.size} -> "
+                                  f"{st.st_size}); make the source again (its index is rebuilt)")
+
+    def _filesystem(self) -> tuple[Any, list[str]]:
+        """The fsspec filesystem of the shards and each shard's path in it (made once per process)."""
+        if self._fs is None:
+            fs, _ = filesystem(self.shards[0].url, self.storage_options)
+            self._fs = (fs, [filesystem(s.url, self.storage_options)[1] for s in self.shards])
+        return self._fs
+
+    def _fd(self, i: int) -> int:
+        if self._pid != os.getpid():  # forked: descriptors are shared with the parent, reopen
+            self._fds, self._pid, self._lock = {}, os.getpid(), threading.Lock()
+        fd = self._fds.get(i)
+        if fd is None:
+            with self._lock:
+                fd = self._fds.get(i)
+                if fd is None:
+                    try:
+                        fd = os.open(self.shards[i].url, os.O_RDONLY)
+                    except OSError as e:
+                        raise SourceError(f"shard {self.shards[i].url!r} cannot be opened: {e}") from None
+                    self._fds[i] = fd
+        return fd
+
+    def _check_fd(self, i: int) -> None:
+        """CorruptSourceError if the open file ``i`` was rewritten since it was listed (one fstat)."""
+        st, s = os.fstat(self._fd(i)), self.shards[i]
+        if st.st_size != s.size or str(st.st_mtime_ns) != s.version:
+            raise CorruptSourceError(
+                f"shard {s.url!r} changed after its index was built (size {s.size} -> {st.st_size}, or "
+                "its modification time); make the source again (the index is rebuilt)")
+
+    def read_many(self, ranges: Sequence[tuple[int, int, int]]) -> list[bytes]:
+        """The bytes ``[start, end)`` of shard ``i`` for each ``(i, start, end)``."""
+        if not ranges:
+            return []
+        if self.remote:
+            fs, all_paths = self._filesystem()
+            paths = [all_paths[i] for i, _, _ in ranges]
+            try:
+                out = fs.cat_ranges(paths, [s for _, s, _ in ranges], [e for _, _, e in ranges],
+                                    on_error="raise")
+            except Exception as e:
+                raise describe_error(e, self.shards[ranges[0][0]].url,
+                                     f"reading {len(ranges)} byte ranges") from e
+        else:
+            fds = {}
+            for i in {i for i, _, _ in ranges}:
+                self._check_fd(i)
+                fds[i] = self._fd(i)
+            pread = os.pread
+            out = [pread(fds[i], end - start, start) for i, start, end in ranges]
+        for (i, start, end), data in zip(ranges, out, strict=True):
+            if isinstance(data, BaseException):
+                raise describe_error(data, self.shards[i].url, f"reading bytes [{start}, {end})")
+            if len(data) != end - start:
+                raise CorruptSourceError(
+                    f"shard {self.shards[i].url!r} is shorter than its index says: bytes [{start}, {end}) "
+                    f"gave {len(data)} (the file was truncated or replaced); make the source again")
+        return [bytes(d) for d in out]
+
+    def open_stream(self, i: int) -> IO[bytes]:
+        """A sequential reader of shard ``i`` (to build its index)."""
+        url = self.shards[i].url
+        try:
+            if self.remote:
+                fs, paths = self._filesystem()
+                return fs.open(paths[i], "rb", block_size=8 << 20)
+            return open(url, "rb", buffering=0)
+        except Exception as e:
+            raise describe_error(e, url, "opening it") from e
+
+    def close(self) -> None:
+        """Closes open descriptors (reads reopen them)."""
+        if self._pid == os.getpid():
+            for fd in self._fds.values():
+                os.close(fd)
+        self._fds = {}
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+

@@ -1,0 +1,67 @@
+"""Which chunks belong together: the blocks of a block shuffle's current windows.
+
+A :class:`thresher.BlockShuffle` reads, within a window, every record of a few blocks of
+consecutive keys. The loader tells the reader those blocks (``upcoming_blocks``) as it
+reaches each window; :class:`BlockHints` keeps the chunk ranges of the last few windows'
+blocks, and a read that needs any chunk of a hinted block fetches the whole block: its
+chunks are adjacent, so they come back in one coalesced range request (a few when a
+block passes ``max_request_bytes``) instead of one request per record. The hint only
+chooses how much is fetched at once: the records returned never depend on it.
+
+Memory: ``max_blocks`` ranges (3 integers each), whatever the dataset's size.
+
+Example:
+    >>> hints = BlockHints()
+    >>> hints.add([(0, 4, 7), (1, 0, 1)])      # (file, first chunk, last chunk) per block
+    >>> hints.expand([(0, 5), (2, 9)])
+    [(0, 4), (0, 6), (0, 7)]
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import threading
+from collections.abc import Iterable, Sequence
+
+__all__ = ["BlockHints"]
+
+
+class BlockHints:
+    """The chunk ranges of the most recently hinted blocks (at most ``max_blocks``)."""
+
+    def __init__(self, max_blocks: int = 256) -> None:
+        self.max_blocks = max_blocks
+        self._ranges: collections.OrderedDict[tuple[int, int, int], None] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, blocks: Iterable[tuple[int, int, int]]) -> None:
+        """Adds blocks ``(file, first chunk, last chunk)``; the oldest are forgotten past the cap."""
+        with self._lock:
+            for b in blocks:
+                self._ranges[b] = None
+                self._ranges.move_to_end(b)
+            while len(self._ranges) > self.max_blocks:
+                self._ranges.popitem(last=False)
+
+    def expand(self, claimed: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The other chunks of the hinted blocks that hold the ``claimed`` chunks, sorted."""
+        if not claimed:
+            return []
+        with self._lock:
+            ranges = list(self._ranges)
+        if not ranges:
+            return []
+        by_file: dict[int, list[int]] = {}
+        for f, c in claimed:
+            by_file.setdefault(f, []).append(c)
+        for sorted_chunks in by_file.values():
+            sorted_chunks.sort()
+        out: set[tuple[int, int]] = set()
+        for f, lo, hi in ranges:
+            chunks = by_file.get(f)
+            if chunks is not None:
+                i = bisect.bisect_left(chunks, lo)
+                if i < len(chunks) and chunks[i] <= hi:
+                    out.update((f, c) for c in range(lo, hi + 1))
+        return sorted(out - set(claimed))
