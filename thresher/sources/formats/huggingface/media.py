@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._optional import require
 from thresher.errors import FeatureError
 
 __all__ = ["MEDIA_TYPES", "decode_audio", "decode_image", "media_columns"]
@@ -34,10 +35,7 @@ MEDIA_TYPES = ("Image", "Audio")
 
 def decode_image(data: bytes) -> np.ndarray:
     """The pixels of an encoded image (PNG, JPEG, ...) as a uint8 array (H, W[, C])."""
-    try:
-        from PIL import Image
-    except ImportError as e:
-        raise ImportError("decode_image needs Pillow: pip install 'thresher[images]'") from e
+    Image = require("PIL.Image", "decode_image", extra="images")
     with Image.open(io.BytesIO(data)) as im:
         return np.asarray(im)
 

@@ -1,4 +1,5 @@
-"""pyarrow, imported where used, with the ``pip install`` that provides it.
+"""pyarrow, imported where used, through :func:`thresher._optional.require` (the error names
+``pip install "thresher[parquet]"``).
 
 Example:
     >>> from thresher.sources.formats.parquet.arrow import pyarrow
@@ -8,24 +9,18 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
+
+from thresher._optional import require
 
 __all__ = ["pyarrow", "pyarrow_parquet"]
 
 
-def _require(name: str, extra: str, what: str) -> ModuleType:
-    try:
-        return importlib.import_module(name)
-    except ImportError as e:
-        raise ImportError(f"{what} needs {name.split('.')[0]}: pip install 'thresher[{extra}]'") from e
-
-
 def pyarrow(what: str = "reading Parquet") -> ModuleType:
-    """The ``pyarrow`` module (ImportError naming ``thresher[parquet]`` if it is missing)."""
-    return _require("pyarrow", "parquet", what)
+    """The ``pyarrow`` module (MissingExtraError naming ``thresher[parquet]`` if it is missing)."""
+    return require("pyarrow", what, extra="parquet")
 
 
 def pyarrow_parquet(what: str = "reading Parquet") -> ModuleType:
     """The ``pyarrow.parquet`` module (ImportError naming ``thresher[parquet]`` if missing)."""
-    return _require("pyarrow.parquet", "parquet", what)
+    return require("pyarrow.parquet", what, extra="parquet")
