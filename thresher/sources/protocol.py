@@ -40,6 +40,7 @@ __all__ = [
     "check_key",
     "check_keys",
     "check_source",
+    "join_blocks",
     "natural_block_starts",
     "read_many",
     "record_locations",
@@ -259,3 +260,25 @@ class BlockHintedSource(Protocol):
     """
 
     def upcoming_blocks(self, starts: np.ndarray, stops: np.ndarray) -> None: ...
+
+
+def join_blocks(cuts: np.ndarray, min_records: int) -> np.ndarray:
+    """Block starts from ascending cut points ``[0, ..., len]``: empty blocks dropped, then
+    consecutive ones joined until each holds at least ``min_records`` (O(blocks)).
+
+    Example:
+        >>> import numpy as np
+        >>> join_blocks(np.array([0, 3, 3, 5, 9, 10]), 4).tolist()
+        [0, 5, 9]
+    """
+    edges = np.unique(np.asarray(cuts, dtype=np.int64))
+    if edges.size < 2:
+        return np.zeros(0, dtype=np.int64)
+    if min_records <= 1:
+        return edges[:-1]
+    starts = [int(edges[0])]
+    for e in edges[1:-1].tolist():
+        if e - starts[-1] >= min_records:
+            starts.append(e)
+    return np.asarray(starts, dtype=np.int64)
+

@@ -60,7 +60,8 @@ def test_records_equal_the_framing_loop(tmp_path_factory: pytest.TempPathFactory
         with open(path, "rb") as f:
             looped.extend(read_records(f, path))
     assert looped == flat
-    assert src.block_boundaries().tolist() == np.cumsum([0] + [len(r) for r in per_file]).tolist()
+    assert src.block_boundaries().tolist() == sorted(set(np.cumsum([0] + [len(r) for r in per_file])[:-1].tolist())
+                                                      - {len(src)})
     again = th.sources.TFRecordSource(os.path.join(root, "data.tfrecord-*"))  # glob, index from the cache
     assert again.__getitems__(list(range(len(again)))) == flat
 

@@ -77,7 +77,8 @@ def test_samples_equal_the_webdataset_librarys(tmp_path_factory: pytest.TempPath
     got = src.__getitems__(list(range(len(src))))
     assert got == want
     assert [src[k] for k in reversed(range(len(src)))] == want[::-1]
-    assert src.block_boundaries().tolist() == np.cumsum([0] + [len(s) for s in shards]).tolist()
+    assert src.block_boundaries().tolist() == sorted(set(np.cumsum([0] + [len(s) for s in shards])[:-1].tolist())
+                                                      - {len(src)})
 
 
 def _image(fmt: str, seed: int) -> bytes:

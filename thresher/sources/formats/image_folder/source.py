@@ -27,7 +27,7 @@ from thresher.errors import SourceError, SourceNotFoundError
 from thresher.sources.formats.image_folder.decode import check_signature, decode_image
 from thresher.sources.formats.image_folder.listing_cache import load_listing, save_listing
 from thresher.sources.formats.image_folder.scan import IMG_EXTENSIONS, scan_folder
-from thresher.sources.protocol import check_key, check_keys
+from thresher.sources.protocol import check_key, check_keys, join_blocks
 
 __all__ = ["ImageFolderSource"]
 
@@ -110,9 +110,11 @@ class ImageFolderSource:
         return (f"ImageFolderSource({self.root!r}, {len(self)} images, "
                 f"{len(self._listing.classes)} classes)")
 
-    def block_boundaries(self) -> np.ndarray:
-        """Natural blocks of keys: ``[0, b1, ..., len]``, one block per class folder."""
-        return self._bounds.copy()
+    def block_boundaries(self, min_records: int = 1) -> np.ndarray:
+        """The first key of each natural block (one per class folder, consecutive ones joined until a block
+        holds at least ``min_records``), as :class:`thresher.sources.protocol.BlockedSource` asks;
+        ``thresher.BlockShuffle.of_source`` uses them."""
+        return join_blocks(self._bounds, min_records)
 
     def record_locations(self, record_keys: Sequence[int]) -> list[tuple[str, int]]:
         """The file of each key (index 0: one image per file); nothing is read."""

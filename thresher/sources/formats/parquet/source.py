@@ -37,7 +37,7 @@ from thresher.sources.formats.parquet.files import (
     select_columns,
 )
 from thresher.sources.formats.parquet.remote import RangeFile, RangeStats
-from thresher.sources.protocol import check_keys
+from thresher.sources.protocol import check_keys, join_blocks
 from thresher.sources.remote.fs import RemoteObject, is_url
 from thresher.sources.remote.options import RemoteReadOptions
 
@@ -353,23 +353,3 @@ def open_file(obj: RemoteObject, opener: Any, metadata: Any) -> Any:
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptSourceError(f"{obj.url!r} can no longer be opened as a Parquet file "
                                  f"({type(e).__name__}: {e}); it changed or is corrupt") from e
-
-
-def join_blocks(cuts: np.ndarray, min_records: int) -> np.ndarray:
-    """Block starts from ascending cut points ``[0, ..., len]``: empty blocks dropped, then
-    consecutive ones joined until each holds at least ``min_records`` (O(blocks)).
-
-    Example:
-        >>> join_blocks(np.array([0, 3, 3, 5, 9, 10]), 4).tolist()
-        [0, 5, 9]
-    """
-    edges = np.unique(np.asarray(cuts, dtype=np.int64))
-    if edges.size < 2:
-        return np.zeros(0, dtype=np.int64)
-    if min_records <= 1:
-        return edges[:-1]
-    starts = [int(edges[0])]
-    for e in edges[1:-1].tolist():
-        if e - starts[-1] >= min_records:
-            starts.append(e)
-    return np.asarray(starts, dtype=np.int64)

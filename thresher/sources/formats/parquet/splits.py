@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from thresher.errors import SourceNotFoundError, SplitError
-from thresher.sources.formats.parquet.source import DEFAULT_CACHE_BYTES, ParquetSource, join_blocks
-from thresher.sources.protocol import check_key, check_keys
+from thresher.sources.formats.parquet.source import DEFAULT_CACHE_BYTES, ParquetSource
+from thresher.sources.protocol import check_key, check_keys, join_blocks
 from thresher.splits import AbsoluteInstruction, SplitArg, resolve_split
 
 __all__ = ["ParquetBuilder", "ParquetSplitSource", "is_parquet_dir", "parquet_splits"]

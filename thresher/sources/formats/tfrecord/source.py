@@ -12,7 +12,7 @@ Example:
     >>> len(src), src[4], src.__getitems__([5, 0])
     (6, b'r11', [b'r12', b'r00'])
     >>> src.block_boundaries().tolist()
-    [0, 3, 6]
+    [0, 3]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from thresher.sources.formats.index_cache import load_or_build
 from thresher.sources.formats.shard_files import ShardFiles
 from thresher.sources.formats.shards import Shard, list_shards
 from thresher.sources.formats.tfrecord.index import INDEX_KIND, INDEX_VERSION, check_records, scan_offsets
-from thresher.sources.protocol import check_key, check_keys
+from thresher.sources.protocol import check_key, check_keys, join_blocks
 
 __all__ = ["TFRecordSource"]
 
@@ -112,9 +112,11 @@ class TFRecordSource:
     def __repr__(self) -> str:
         return f"TFRecordSource({len(self._offsets)} files, {len(self)} records)"
 
-    def block_boundaries(self) -> np.ndarray:
-        """Natural blocks of keys, one per file: ``[0, end of file 0, ..., len]``."""
-        return self._starts.copy()
+    def block_boundaries(self, min_records: int = 1) -> np.ndarray:
+        """The first key of each natural block (one per file, consecutive ones joined until a block
+        holds at least ``min_records``), as :class:`thresher.sources.protocol.BlockedSource` asks;
+        ``thresher.BlockShuffle.of_source`` uses them."""
+        return join_blocks(self._starts, min_records)
 
     def _locate(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         files = np.searchsorted(self._starts, keys, side="right") - 1

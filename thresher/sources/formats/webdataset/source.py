@@ -38,7 +38,7 @@ from thresher.sources.formats.webdataset.index import (
     split_key,
     unpack_names,
 )
-from thresher.sources.protocol import check_key, check_keys
+from thresher.sources.protocol import check_key, check_keys, join_blocks
 
 __all__ = ["WebDatasetSource"]
 
@@ -123,9 +123,11 @@ class WebDatasetSource:
     def __repr__(self) -> str:
         return f"WebDatasetSource({len(self._shards)} shards, {len(self)} samples)"
 
-    def block_boundaries(self) -> np.ndarray:
-        """Natural blocks of keys, one per shard: ``[0, end of shard 0, ..., len]``."""
-        return self._starts.copy()
+    def block_boundaries(self, min_records: int = 1) -> np.ndarray:
+        """The first key of each natural block (one per shard, consecutive ones joined until a block
+        holds at least ``min_records``), as :class:`thresher.sources.protocol.BlockedSource` asks;
+        ``thresher.BlockShuffle.of_source`` uses them."""
+        return join_blocks(self._starts, min_records)
 
     def _locate(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         shards = np.searchsorted(self._starts, keys, side="right") - 1
