@@ -15,17 +15,10 @@ state of an interrupted write is ever taken for a dataset. The next ``prepare`` 
 target removes such leftovers once their process is gone (:mod:`thresher.sources.temp_files`).
 Files and directories get the modes ``open()`` and ``mkdir`` would give (the umask applies).
 
-Example:
-    >>> import tempfile, os, numpy as np
-    >>> import thresher as th
-    >>> path = os.path.join(tempfile.mkdtemp(), "digits")
-    >>> info = th.prepare(path, {"train": {"image": np.zeros((10, 8, 8, 1), np.uint8),
-    ...                                     "label": np.arange(10) % 3}},
-    ...                   features={"image": th.features.Image((8, 8, 1), encoding="none"),
-    ...                             "label": th.features.ClassLabel(num_classes=3)},
-    ...                   num_shards=2, progress=False)
-    >>> info.splits["train"].shard_lengths, sorted(os.listdir(path))[0]
-    ((5, 5), 'dataset_info.json')
+Example (the shard bounds; ``thresher.prepare`` in :mod:`thresher.sources.write.prepare` is the entry point):
+    >>> from thresher.sources.write.local import shard_bounds
+    >>> shard_bounds(10, 10 * 1000, 3)
+    [0, 3, 7, 10]
 """
 
 from __future__ import annotations
