@@ -1,11 +1,18 @@
 """Byte ranges of shard files, local or behind URLs, opened again in each process.
 
 :class:`ShardFiles` is what the in-place formats (TFRecord, WebDataset tar) share: the
-list of shards with their sizes and versions, byte-range reads (``os.pread`` on a file
-kept open per process; ``fs.cat_ranges`` through fsspec for URLs, all ranges of a
-batch in flight at once), a sequential stream to build an index from, and a check that
-a local shard is still the file that was listed. It pickles to the shard list and the
-storage options: file handles and filesystems are made again in the process that reads.
+list of shards with their sizes and versions, byte-range reads (slices of a read-only
+``mmap`` of each local file, mapped once per process on first use: no system call per
+read; ``fs.cat_ranges`` through fsspec for URLs, all ranges of a batch in flight at
+once), a sequential stream to build an index from, and a check that a local shard is
+still the file that was listed (one ``fstat`` per shard and batch, before its bytes are
+sliced). It pickles to the shard list and the storage options: file handles, maps and
+filesystems are made again in the process that reads (and after a fork).
+
+A shard replaced by a new file (written elsewhere and renamed over it) is detected and
+the old map goes on reading the old file, never a mix; one truncated in place while a
+batch is being sliced out of it can end the process with SIGBUS (as with any reader that
+maps files): write shards atomically.
 
 Example:
     >>> import os, tempfile
@@ -20,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -40,6 +48,7 @@ class ShardFiles:
         self.storage_options = dict(storage_options or {})
         self.remote = bool(self.shards) and is_url(self.shards[0].url)
         self._fds: dict[int, int] = {}
+        self._maps: dict[int, mmap.mmap | bytes] = {}
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._fs: Any = None
@@ -78,7 +87,7 @@ class ShardFiles:
 
     def _fd(self, i: int) -> int:
         if self._pid != os.getpid():  # forked: descriptors are shared with the parent, reopen
-            self._fds, self._pid, self._lock = {}, os.getpid(), threading.Lock()
+            self._fds, self._maps, self._pid, self._lock = {}, {}, os.getpid(), threading.Lock()
         fd = self._fds.get(i)
         if fd is None:
             with self._lock:
@@ -99,6 +108,30 @@ class ShardFiles:
                 f"shard {s.url!r} changed after its index was built (size {s.size} -> {st.st_size}, or "
                 "its modification time); make the source again (the index is rebuilt)")
 
+    def _map(self, i: int) -> mmap.mmap | bytes:
+        """The read-only map of local shard ``i`` (made on first use in this process)."""
+        fd = self._fd(i)
+        m = self._maps.get(i)
+        if m is None:
+            with self._lock:
+                m = self._maps.get(i)
+                if m is None:
+                    size = self.shards[i].size
+                    m = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else b""
+                    self._maps[i] = m
+        return m
+
+    def local_buffers(self, shards: Sequence[int] | set[int]) -> dict[int, mmap.mmap | bytes]:
+        """The map of each local shard in ``shards`` (the ones of a batch), each checked unchanged first.
+
+        Formats slice their records out of these themselves (no copy but the record's).
+        """
+        out = {}
+        for i in shards:
+            self._check_fd(i)
+            out[i] = self._map(i)
+        return out
+
     def read_many(self, ranges: Sequence[tuple[int, int, int]]) -> list[bytes]:
         """The bytes ``[start, end)`` of shard ``i`` for each ``(i, start, end)``."""
         if not ranges:
@@ -113,12 +146,8 @@ class ShardFiles:
                 raise describe_error(e, self.shards[ranges[0][0]].url,
                                      f"reading {len(ranges)} byte ranges") from e
         else:
-            fds = {}
-            for i in {i for i, _, _ in ranges}:
-                self._check_fd(i)
-                fds[i] = self._fd(i)
-            pread = os.pread
-            out = [pread(fds[i], end - start, start) for i, start, end in ranges]
+            maps = self.local_buffers({i for i, _, _ in ranges})
+            out = [maps[i][start:end] for i, start, end in ranges]
         for (i, start, end), data in zip(ranges, out, strict=True):
             if isinstance(data, BaseException):
                 raise describe_error(data, self.shards[i].url, f"reading bytes [{start}, {end})")
@@ -142,9 +171,12 @@ class ShardFiles:
     def close(self) -> None:
         """Closes open descriptors (reads reopen them)."""
         if self._pid == os.getpid():
+            for m in self._maps.values():
+                if isinstance(m, mmap.mmap):
+                    m.close()
             for fd in self._fds.values():
                 os.close(fd)
-        self._fds = {}
+        self._fds, self._maps = {}, {}
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):

@@ -18,7 +18,9 @@ Example:
 
 from __future__ import annotations
 
+import mmap
 import struct
+from collections.abc import Mapping, Sequence
 from typing import IO
 
 import numpy as np
@@ -26,7 +28,7 @@ import numpy as np
 from thresher.errors import CorruptSourceError
 from thresher.sources.formats.tfrecord.framing import crc32c_function, mask
 
-__all__ = ["INDEX_KIND", "INDEX_VERSION", "check_record", "check_records", "scan_offsets"]
+__all__ = ["INDEX_KIND", "INDEX_VERSION", "check_record", "check_records", "read_checked", "scan_offsets"]
 
 INDEX_KIND = "tfrecord"
 INDEX_VERSION = 1
@@ -103,6 +105,41 @@ def check_records(blobs: list[bytes], names: list[str], indexes: list[int], offs
         c = crc(data)
         if (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF != tail(blob, n - 4)[0]:
             raise CorruptSourceError(f"{names[i]}: record {indexes[i]} at byte {offsets[i]} has a bad data "
+                                     "checksum: the file is corrupt")
+        out.append(data)
+    return out
+
+
+def read_checked(buffers: Mapping[int, mmap.mmap | bytes], files: list[int], starts: list[int], ends: list[int],
+                 file_names: Sequence[str], indexes: list[int]) -> list[bytes]:
+    """The data of the records ``[starts[i], ends[i])`` of ``buffers[files[i]]`` (whole files,
+    e.g. maps; ``file_names[files[i]]`` names them in errors), each checked as
+    :func:`check_records` checks them; only the data is copied.
+
+    Example:
+        >>> from thresher.sources.formats.tfrecord.framing import frame_record
+        >>> data = frame_record(b"ab") + frame_record(b"xyz")
+        >>> read_checked({0: data}, [0, 0], [18, 0], [37, 18], ["mem"], [1, 0])
+        [b'xyz', b'ab']
+    """
+    crc = crc32c_function()
+    head, tail = _HEAD.unpack_from, _TAIL.unpack_from
+    out = []
+    for i, (f, start, end) in enumerate(zip(files, starts, ends, strict=True)):
+        buf = buffers[f]
+        if end > len(buf) or end - start < 16:
+            length, head_crc, c = -1, 0, 0
+        else:
+            length, head_crc = head(buf, start)
+            c = crc(buf[start:start + 8])
+        if length != end - start - 16 or (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF != head_crc:
+            raise CorruptSourceError(
+                f"{file_names[f]}: record {indexes[i]} at byte {start} is not where its index says (the file "
+                "changed after it was indexed, or is corrupt); make the source again to rebuild the index")
+        data = buf[start + 12:end - 4]
+        c = crc(data)
+        if (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF != tail(buf, end - 4)[0]:
+            raise CorruptSourceError(f"{file_names[f]}: record {indexes[i]} at byte {start} has a bad data "
                                      "checksum: the file is corrupt")
         out.append(data)
     return out

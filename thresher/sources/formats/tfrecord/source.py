@@ -26,7 +26,7 @@ import numpy as np
 from thresher.sources.formats.index_cache import load_or_build
 from thresher.sources.formats.shard_files import ShardFiles
 from thresher.sources.formats.shards import Shard, list_shards
-from thresher.sources.formats.tfrecord.index import INDEX_KIND, INDEX_VERSION, check_records, scan_offsets
+from thresher.sources.formats.tfrecord.index import INDEX_KIND, INDEX_VERSION, check_records, read_checked, scan_offsets
 from thresher.sources.protocol import check_key, check_keys, join_blocks
 
 __all__ = ["TFRecordSource"]
@@ -133,10 +133,12 @@ class TFRecordSource:
     def __getitems__(self, record_keys: Sequence[int]) -> list[bytes]:
         keys = check_keys(record_keys, len(self), repr(self))
         files, local = self._locate(keys)
-        file_list, starts = files.tolist(), self._all_offsets[keys].tolist()
-        ranges = list(zip(file_list, starts, self._all_ends[keys].tolist(), strict=True))
-        blobs = self._files.read_many(ranges)
+        file_list, starts, ends = files.tolist(), self._all_offsets[keys].tolist(), self._all_ends[keys].tolist()
         names = self._paths
+        if not self._files.remote:  # sliced out of the files' maps: no system call per record
+            return read_checked(self._files.local_buffers(set(file_list)), file_list, starts, ends, names,
+                                local.tolist())
+        blobs = self._files.read_many(list(zip(file_list, starts, ends, strict=True)))
         return check_records(blobs, [names[f] for f in file_list], local.tolist(), starts)
 
     # What a TFDS split source asks of its shards' reader (thresher.sources.sharded_records).

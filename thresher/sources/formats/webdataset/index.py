@@ -34,6 +34,7 @@ from typing import IO
 import numpy as np
 
 from thresher.errors import CorruptSourceError
+from thresher.sources.formats.webdataset.tar_headers import Unusual, members
 
 __all__ = ["INDEX_KIND", "INDEX_VERSION", "check_header", "pack_names", "scan_tar", "split_key", "unpack_names"]
 
@@ -100,32 +101,32 @@ class _Samples:
         self.seen: dict[str, int] = {}
         self.exts: set[str] = set()
 
-    def add(self, info: tarfile.TarInfo) -> None:
+    def add(self, member_name: str, offset: int, offset_data: int, size: int) -> None:
         name = self.name
-        if info.offset_data + info.size > self.size:
-            raise _bad(name, info.offset, f"the archive is truncated: member {info.name!r} needs "
-                       f"{info.size} bytes from byte {info.offset_data}, the file ends at byte {self.size}")
-        parts = split_key(info.name)
+        if offset_data + size > self.size:
+            raise _bad(name, offset, f"the archive is truncated: member {member_name!r} needs "
+                       f"{size} bytes from byte {offset_data}, the file ends at byte {self.size}")
+        parts = split_key(member_name)
         if parts is None:
-            raise _bad(name, info.offset, f"member {info.name!r} has no key (a WebDataset member is "
+            raise _bad(name, offset, f"member {member_name!r} has no key (a WebDataset member is "
                        "named KEY.EXTENSION)")
         key, ext = parts
         if not self.keys or key != self.keys[-1]:
             if key in self.seen:
-                raise _bad(name, info.offset, f"key {key!r} appears again after other samples (first "
+                raise _bad(name, offset, f"key {key!r} appears again after other samples (first "
                            f"at byte {self.seen[key]}): duplicate keys")
-            self.seen[key] = info.offset
+            self.seen[key] = offset
             if self.keys:
                 self.sample_members.append(len(self.names))
             self.keys.append(key)
             self.exts = set()
         elif ext in self.exts:
-            raise _bad(name, info.offset, f"sample {key!r} has two members with extension {ext!r}")
+            raise _bad(name, offset, f"sample {key!r} has two members with extension {ext!r}")
         self.exts.add(ext)
-        self.names.append(info.name)
-        self.starts.append(info.offset)
-        self.data_offsets.append(info.offset_data)
-        self.sizes.append(info.size)
+        self.names.append(member_name)
+        self.starts.append(offset)
+        self.data_offsets.append(offset_data)
+        self.sizes.append(size)
 
     def arrays(self) -> dict[str, np.ndarray]:
         key_blob, key_ends = pack_names(self.keys)
@@ -143,15 +144,38 @@ def _open_tar(f: IO[bytes], name: str) -> tarfile.TarFile:
         raise _bad(name, 0, f"not a readable tar archive ({e})") from None
 
 
-def _skipped(info: tarfile.TarInfo) -> bool:
-    """Members ``webdataset`` passes over: not regular files, or metadata named ``__...__``."""
-    meta = "/" not in info.name and info.name.startswith("__") and info.name.endswith("__")
-    return not info.isreg() or meta or _META.match(info.name) is not None
+def _meta(member: str) -> bool:
+    """Metadata ``webdataset`` passes over: members named ``__...__`` (as are non-regular members)."""
+    top = "/" not in member and member.startswith("__") and member.endswith("__")
+    return top or _META.match(member) is not None
 
 
 def scan_tar(f: IO[bytes], size: int, name: str) -> dict[str, np.ndarray]:
-    """The sample index of the tar ``f`` of ``size`` bytes (see the module doc)."""
+    """The sample index of the tar ``f`` of ``size`` bytes (see the module doc).
+
+    Headers are read by :func:`~thresher.sources.formats.webdataset.tar_headers.members`; a tar
+    it leaves to :mod:`tarfile` (damaged, or with rare extensions) is read again with it."""
+    return _scan(f, size, name, direct=True)
+
+
+def _scan(f: IO[bytes], size: int, name: str, direct: bool) -> dict[str, np.ndarray]:
     _refuse_compressed(name, f.read(4))
+    samples = _Samples(name, size)
+    end = 0
+    try:
+        if not direct:
+            raise Unusual("asked for tarfile")
+        for m in members(f, size):
+            end = m.end
+            if m.regular and not _meta(m.name):
+                samples.add(m.name, m.offset, m.offset_data, m.size)
+    except Unusual:
+        samples, end = _scan_with_tarfile(f, size, name)
+    _check_end(f, size, end, name)
+    return samples.arrays()
+
+
+def _scan_with_tarfile(f: IO[bytes], size: int, name: str) -> tuple[_Samples, int]:
     f.seek(0)
     samples = _Samples(name, size)
     end = 0
@@ -159,12 +183,11 @@ def scan_tar(f: IO[bytes], size: int, name: str) -> dict[str, np.ndarray]:
         try:
             for info in tar:
                 end = info.offset_data + (info.size + _BLOCK - 1) // _BLOCK * _BLOCK
-                if not _skipped(info):
-                    samples.add(info)
+                if info.isreg() and not _meta(info.name):
+                    samples.add(info.name, info.offset, info.offset_data, info.size)
         except tarfile.TarError as e:
             raise _bad(name, tar.offset, f"the archive is corrupt ({e})") from None
-    _check_end(f, size, end, name)
-    return samples.arrays()
+    return samples, end
 
 
 def _check_end(f: IO[bytes], size: int, end: int, name: str) -> None:

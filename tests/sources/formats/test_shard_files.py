@@ -1,0 +1,52 @@
+"""ShardFiles' local reads: slices of a map per process, checked against the listing before each batch."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import pytest
+
+from thresher.errors import CorruptSourceError
+from thresher.sources.formats.shard_files import ShardFiles
+from thresher.sources.formats.shards import list_shards
+
+
+def _file(path: str, data: bytes) -> str:
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def test_ranges_are_slices_of_one_map_per_process(tmp_path: str) -> None:
+    a = _file(os.path.join(str(tmp_path), "a.bin"), bytes(range(256)) * 40)
+    empty = _file(os.path.join(str(tmp_path), "b.bin"), b"")
+    files = ShardFiles(list_shards([a, empty]))
+    assert files.read_many([(0, 10, 13), (0, 10235, 10240), (1, 0, 0)]) == [
+        b"\x0a\x0b\x0c", b"\xfb\xfc\xfd\xfe\xff", b""]
+    buffers = files.local_buffers({0})
+    assert buffers[0] is files.local_buffers([0])[0]  # mapped once, not per batch
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a forked worker maps the file again and reads the same bytes
+        os.close(read)
+        ok = files.read_many([(0, 256, 260)]) == [b"\0\1\2\3"] and files.local_buffers([0])[0] is not buffers[0]
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    os.waitpid(pid, 0)
+    os.close(read)
+    clone = pickle.loads(pickle.dumps(files))
+    assert clone.read_many([(0, 1, 3)]) == [b"\1\2"]
+    files.close()
+    assert files.read_many([(0, 1, 3)]) == [b"\1\2"]  # reopened after close
+
+
+def test_a_file_truncated_in_place_is_refused_before_it_is_sliced(tmp_path: str) -> None:
+    a = _file(os.path.join(str(tmp_path), "a.bin"), b"x" * 100_000)
+    files = ShardFiles(list_shards(a))
+    assert files.read_many([(0, 99_990, 100_000)]) == [b"x" * 10]
+    os.truncate(a, 1000)  # the map is still 100,000 bytes long: reading past 1000 would be SIGBUS
+    with pytest.raises(CorruptSourceError, match=r"a\.bin.*changed after its index was built"):
+        files.read_many([(0, 99_990, 100_000)])
