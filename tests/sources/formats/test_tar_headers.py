@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from thresher.errors import CorruptSourceError
 from thresher.sources.formats.webdataset import index as wds_index
-from thresher.sources.formats.webdataset.tar_headers import Unusual, members
+from thresher.sources.formats.webdataset.tar_headers import Unusual, header_fits, members
 
 _FORMATS = {"ustar": tarfile.USTAR_FORMAT, "gnu": tarfile.GNU_FORMAT, "pax": tarfile.PAX_FORMAT}
 _part = st.text("abcXY_09-é", min_size=1, max_size=70)
@@ -97,3 +97,32 @@ def test_what_it_leaves_to_tarfile() -> None:
     index = wds_index.scan_tar(io.BytesIO(data), len(data), "g.tar")
     assert wds_index.unpack_names(index["names"], index["name_ends"]) == ["a.txt"]
     assert np.array_equal(index["data_offsets"], [1536])  # after the global header and its data
+
+
+def _tarfile_fits(block: bytes, name: str, size: int) -> bool:
+    """The check on read as tarfile makes it."""
+    try:
+        info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+    except tarfile.TarError:
+        return False
+    return info.size == size and (info.name == name or len(name.encode("utf-8", "surrogateescape")) >= 100)
+
+
+@given(fmt=st.sampled_from(sorted(_FORMATS)), items=st.lists(_member, min_size=1, max_size=4),
+       damage=st.lists(st.tuples(st.integers(0, 511), st.integers(0, 255)), max_size=2), other_size=st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_the_check_on_read_is_tarfiles(fmt: str, items: list, damage: list, other_size: bool) -> None:
+    data = _tar(_FORMATS[fmt], items)
+    for m in members(io.BytesIO(data), len(data)):
+        if not m.regular:
+            continue
+        block = bytearray(data[m.offset_data - 512:m.offset_data])
+        for where, value in damage:
+            block[where] = value
+        size = m.size + 1 if other_size else m.size
+        extended = m.offset != m.offset_data - 512  # named by a long-name or pax header
+        fits = header_fits(bytes(block), m.name, size, extended)
+        if not extended:
+            assert fits == _tarfile_fits(bytes(block), m.name, size)
+        if not damage:
+            assert fits == (not other_size)

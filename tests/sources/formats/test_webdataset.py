@@ -81,6 +81,22 @@ def test_samples_equal_the_webdataset_librarys(tmp_path_factory: pytest.TempPath
                                                       - {len(src)})
 
 
+def test_names_from_pax_and_gnu_long_name_headers_read_back(tmp_path: str) -> None:
+    members = [("café/été-0001.jpg", b"J1"), ("café/été-0001.cls", b"1"), ("d/" + "k" * 150 + ".txt", b"long"),
+               ("plain.txt", b"p")]
+    urls = []
+    for fmt in (tarfile.PAX_FORMAT, tarfile.GNU_FORMAT):
+        path = os.path.join(str(tmp_path), f"{fmt}.tar")
+        with tarfile.open(path, "w", format=fmt) as tar:
+            for name, data in members:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        urls.append(path)
+    src = th.sources.WebDatasetSource(urls)
+    assert src.__getitems__(list(range(len(src)))) == oracle(urls)
+
+
 def _image(fmt: str, seed: int) -> bytes:
     buf = io.BytesIO()
     Image.fromarray(np.random.default_rng(seed).integers(0, 255, (6, 9, 3), np.uint8)).save(buf, fmt)

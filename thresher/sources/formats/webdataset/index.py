@@ -34,7 +34,7 @@ from typing import IO
 import numpy as np
 
 from thresher.errors import CorruptSourceError
-from thresher.sources.formats.webdataset.tar_headers import Unusual, members
+from thresher.sources.formats.webdataset.tar_headers import Unusual, header_fits, members
 
 __all__ = ["INDEX_KIND", "INDEX_VERSION", "check_header", "pack_names", "scan_tar", "split_key", "unpack_names"]
 
@@ -199,14 +199,11 @@ def _check_end(f: IO[bytes], size: int, end: int, name: str) -> None:
                    f"last member (the file has {size} bytes)")
 
 
-def check_header(block: bytes, name: str, size: int, shard: str, offset: int) -> None:
-    """CorruptSourceError unless ``block`` is the tar header of member ``name`` with ``size`` bytes."""
-    try:
-        info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
-        ok = info.size == size and (info.name == name or len(name.encode()) >= 100)
-    except tarfile.TarError:
-        ok = False
-    if not ok:
+def check_header(block: bytes, name: str, size: int, shard: str, offset: int, extended: bool = False) -> None:
+    """CorruptSourceError unless ``block`` is the tar header of member ``name`` with ``size`` bytes
+    (``extended``: after a long-name or pax header, which named it:
+    :func:`~thresher.sources.formats.webdataset.tar_headers.header_fits`)."""
+    if not header_fits(block, name, size, extended):
         raise CorruptSourceError(f"{shard}: the tar header at byte {offset} is not the one its index names "
                                  f"({name!r}, {size} bytes): the shard changed after it was indexed or is "
                                  "corrupt; make the source again to rebuild the index")

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -144,6 +145,9 @@ class WebDatasetSource:
     def __getitems__(self, record_keys: Sequence[int]) -> list[dict[str, Any]]:
         keys = check_keys(record_keys, len(self), repr(self))
         shards, local = self._locate(keys)
+        if not self._files.remote:  # members sliced out of the shards' maps, each copied once
+            maps = self._files.local_buffers(set(shards.tolist()))
+            return [self._sample(s, j, maps[s], 0) for s, j in zip(shards.tolist(), local.tolist(), strict=True)]
         ranges = []
         for s, j in zip(shards.tolist(), local.tolist(), strict=True):
             sh = self._shards[s]
@@ -153,12 +157,14 @@ class WebDatasetSource:
         return [self._sample(s, j, blob, start)
                 for (s, start, _), j, blob in zip(ranges, local.tolist(), blobs, strict=True)]
 
-    def _sample(self, s: int, j: int, blob: bytes, start: int) -> dict[str, Any]:
+    def _sample(self, s: int, j: int, blob: bytes | mmap.mmap, start: int) -> dict[str, Any]:
+        """Sample ``j`` of shard ``s`` out of ``blob``, the shard's bytes from byte ``start`` on."""
         sh, url = self._shards[s], self._files.name(s)
         sample: dict[str, Any] = {"__key__": sh.keys[j], "__url__": url}
         for m in range(int(sh.members[j]), int(sh.members[j + 1])):
             at, size, name = int(sh.data_offsets[m]) - start, int(sh.sizes[m]), sh.names[m]
-            check_header(blob[at - _HEADER:at], name, size, url, at - _HEADER + start)
+            extended = int(sh.starts[m]) != at + start - _HEADER  # a long name or pax header first
+            check_header(blob[at - _HEADER:at], name, size, url, at - _HEADER + start, extended)
             parts = split_key(name)
             assert parts is not None  # the index holds keyed members only
             sample[parts[1]] = blob[at:at + size]

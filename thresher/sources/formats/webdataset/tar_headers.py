@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterator
 from typing import IO, NamedTuple
 
-__all__ = ["Member", "Unusual", "members"]
+__all__ = ["Member", "Unusual", "header_fits", "members"]
 
 _BLOCK = 512
 _ZERO = bytes(_BLOCK)
@@ -171,3 +171,36 @@ def members(f: IO[bytes], size: int) -> Iterator[Member]:
             yield Member(name, first, data_at, length, kind in _REGULAR, end)
             offset = end
             break
+
+
+def header_fits(block: bytes, name: str, size: int, extended: bool = False) -> bool:
+    """Whether ``block`` is a valid tar header (its checksum) of a member ``name`` of ``size`` bytes.
+
+    ``extended``: the member had a GNU long name or a pax header before this block, whose
+    name (and, for members of 8 GiB or more, size) replace the block's own: only the
+    checksum and a size that fits in the block are compared then.
+
+    Example:
+        >>> import tarfile
+        >>> block = tarfile.TarInfo("a.txt").tobuf()[:512]
+        >>> header_fits(block, "a.txt", 0), header_fits(block, "b.txt", 0), header_fits(block, "a.txt", 1)
+        (True, False, False)
+    """
+    if len(block) != _BLOCK:
+        return False
+    try:
+        stored = _number(block[148:156])
+        if _number(block[124:136]) != size and not (extended and size >= 8**11):
+            return False
+    except Unusual:
+        return False
+    rest = sum(block) - sum(block[148:156]) + 256
+    if stored != rest:  # tarfile also takes the sum of signed bytes
+        signed = rest - 256 * sum(1 for b in block if b >= 128) + 256 * sum(1 for b in block[148:156] if b >= 128)
+        if stored != signed:
+            return False
+    if extended:
+        return True
+    own = _text(block[0:100])
+    prefix = _text(block[345:500])
+    return (prefix + "/" + own if prefix else own) == name
