@@ -32,6 +32,22 @@ from thresher.sources.protocol import check_key, check_keys, join_blocks
 __all__ = ["ImageFolderSource"]
 
 
+def _read_file(path: str) -> bytes:
+    """The bytes of ``path`` in three system calls where ``open().read()`` makes six or more."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)
+        if len(data) != size:  # it grew since fstat, or a network file system read short: read to the end
+            parts = [data]
+            while more := os.read(fd, 1 << 20):
+                parts.append(more)
+            data = b"".join(parts)
+        return data
+    finally:
+        os.close(fd)
+
+
 class ImageFolderSource:
     """The images of ``root/CLASS/.../FILE`` as ``{"image": bytes, "label": int, "path": str}``.
 
@@ -124,8 +140,7 @@ class ImageFolderSource:
     def _read(self, k: int) -> dict[str, Any]:
         path = os.path.join(self.root, self._listing.files[k])
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = _read_file(path)
         except FileNotFoundError:
             raise SourceNotFoundError(f"image file {path!r} (key {k}) no longer exists; the folder "
                                       "changed after the source was made") from None
