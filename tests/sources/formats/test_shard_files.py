@@ -50,3 +50,26 @@ def test_a_file_truncated_in_place_is_refused_before_it_is_sliced(tmp_path: str)
     os.truncate(a, 1000)  # the map is still 100,000 bytes long: reading past 1000 would be SIGBUS
     with pytest.raises(CorruptSourceError, match=r"a\.bin.*changed after its index was built"):
         files.read_many([(0, 99_990, 100_000)])
+
+
+def test_objects_in_a_bucket_are_read_through_the_lean_client() -> None:
+    import s3fs
+
+    from tests.sources.remote.s3_server import S3Server
+    from thresher.sources.remote.lean import LeanClient
+
+    data = os.urandom(20_000)
+    with S3Server() as s3:
+        bucket, so = s3.new_bucket(), s3.storage_options()
+        s3fs.S3FileSystem(**so).pipe(f"{bucket}/a.bin", data)
+        files = ShardFiles(list_shards(f"s3://{bucket}/a.bin", so), so)
+        ranges = [(0, s, s + n) for s, n in [(0, 10), (19_990, 10), (7, 5000), (500, 0)] * 8]
+        assert files.read_many(ranges) == [data[s:e] for _, s, e in ranges]
+        assert isinstance(files._lean_client(), LeanClient)  # not fsspec: the options are ones it serves
+        with files.open_stream(0) as f:
+            f.seek(19_000)
+            assert f.read(2000) == data[19_000:]
+        clone = pickle.loads(pickle.dumps(files))
+        assert clone.read_many([(0, 3, 9)]) == [data[3:9]]
+        files.close()
+        clone.close()

@@ -3,10 +3,12 @@
 :class:`ShardFiles` is what the in-place formats (TFRecord, WebDataset tar) share: the
 list of shards with their sizes and versions, byte-range reads (slices of a read-only
 ``mmap`` of each local file, mapped once per process on first use: no system call per
-read; ``fs.cat_ranges`` through fsspec for URLs, all ranges of a batch in flight at
-once), a sequential stream to build an index from, and a check that a local shard is
-still the file that was listed (one ``fstat`` per shard and batch, before its bytes are
-sliced). It pickles to the shard list and the storage options: file handles, maps and
+read; for URLs, thresher's lean HTTP client where it serves them (``s3://``,
+``http(s)://``: :mod:`~thresher.sources.remote.lean`, the ranges of a batch in flight on
+a pool of threads) and fsspec's ``cat_ranges`` otherwise), a sequential stream to build
+an index from (8 MiB range requests), and a check that a local shard is still the file
+that was listed (one ``fstat`` per shard and batch, before its bytes are sliced). It
+pickles to the shard list and the storage options: file handles, maps, clients and
 filesystems are made again in the process that reads (and after a fork).
 
 A shard replaced by a new file (written elsewhere and renamed over it) is detected and
@@ -27,17 +29,25 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import io
 import mmap
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 from thresher.errors import CorruptSourceError, SourceError
 from thresher.sources.formats.shards import Shard
 from thresher.sources.remote.fs import describe_error, filesystem, is_url
+from thresher.sources.remote.lean import LeanClient, client_for
 
 __all__ = ["ShardFiles"]
+
+_TIMEOUT_S = 60.0  # a range request that gets no answer in this time fails (RemoteReadOptions' default)
+_READS_IN_FLIGHT = 16
+_STREAM_BLOCK = 8 << 20
+_UNSET: Any = object()
 
 
 class ShardFiles:
@@ -52,6 +62,8 @@ class ShardFiles:
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._fs: Any = None
+        self._lean: LeanClient | None = _UNSET
+        self._pool: ThreadPoolExecutor | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"shards": self.shards, "storage_options": self.storage_options}
@@ -85,9 +97,40 @@ class ShardFiles:
             self._fs = (fs, [filesystem(s.url, self.storage_options)[1] for s in self.shards])
         return self._fs
 
-    def _fd(self, i: int) -> int:
-        if self._pid != os.getpid():  # forked: descriptors are shared with the parent, reopen
+    def _forked(self) -> None:
+        """After a fork: descriptors, maps, connections and threads are the parent's; make new ones."""
+        if self._pid != os.getpid():
             self._fds, self._maps, self._pid, self._lock = {}, {}, os.getpid(), threading.Lock()
+            self._lean, self._pool = _UNSET, None
+
+    def _lean_client(self) -> LeanClient | None:
+        """The lean HTTP client for these URLs and options in this process (None: fsspec reads)."""
+        self._forked()
+        if self._lean is _UNSET:
+            with self._lock:
+                if self._lean is _UNSET:
+                    self._lean = client_for(self.shards[0].url, self.storage_options, _TIMEOUT_S, _READS_IN_FLIGHT)
+        return self._lean
+
+    def _read_lean(self, lean: LeanClient, ranges: Sequence[tuple[int, int, int]]) -> list[bytes]:
+        """The ranges through the lean client, all in flight at once (one pool of threads per process)."""
+        urls = [self.shards[i].url for i, _, _ in ranges]
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(_READS_IN_FLIGHT, thread_name_prefix="thresher-shards")
+        pending = [self._pool.submit(lean.cat_file, url, start, end)
+                   for url, (_, start, end) in zip(urls, ranges, strict=True)]
+        out = []
+        for future, url, (_, start, end) in zip(pending, urls, ranges, strict=True):
+            try:
+                out.append(future.result())
+            except Exception as e:
+                raise describe_error(e, url, f"reading bytes [{start}, {end})") from e
+        return out
+
+    def _fd(self, i: int) -> int:
+        self._forked()
         fd = self._fds.get(i)
         if fd is None:
             with self._lock:
@@ -136,7 +179,10 @@ class ShardFiles:
         """The bytes ``[start, end)`` of shard ``i`` for each ``(i, start, end)``."""
         if not ranges:
             return []
-        if self.remote:
+        lean = self._lean_client() if self.remote else None
+        if lean is not None:
+            out: list[Any] = self._read_lean(lean, ranges)
+        elif self.remote:
             fs, all_paths = self._filesystem()
             paths = [all_paths[i] for i, _, _ in ranges]
             try:
@@ -161,9 +207,16 @@ class ShardFiles:
         """A sequential reader of shard ``i`` (to build its index)."""
         url = self.shards[i].url
         try:
+            lean = self._lean_client() if self.remote else None
+            if lean is not None:  # whole blocks of the object, one range request each
+                from thresher.sources.formats.parquet.remote import RangeFile, RangeStats
+
+                raw = RangeFile(self.shards[i], self.storage_options, _TIMEOUT_S, RangeStats(),
+                                {url.partition("://")[0]: lean})
+                return io.BufferedReader(raw, buffer_size=_STREAM_BLOCK)
             if self.remote:
                 fs, paths = self._filesystem()
-                return fs.open(paths[i], "rb", block_size=8 << 20)
+                return fs.open(paths[i], "rb", block_size=_STREAM_BLOCK)
             return open(url, "rb", buffering=0)
         except Exception as e:
             raise describe_error(e, url, "opening it") from e
@@ -176,7 +229,11 @@ class ShardFiles:
                     m.close()
             for fd in self._fds.values():
                 os.close(fd)
-        self._fds, self._maps = {}, {}
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+            if isinstance(self._lean, LeanClient):
+                self._lean.close()
+        self._fds, self._maps, self._lean, self._pool = {}, {}, _UNSET, None
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
