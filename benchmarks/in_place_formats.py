@@ -12,12 +12,14 @@ are of medians from the same run. The machine is shared with other work: say so 
   crop 224 + flip, Batch(256); a second row with thresher.vision's reduced-scale decode.
   Peer: a torchvision-style ImageFolder (torchvision's ordering rules and its loader: read the
   file, decode with Pillow) + the PyTorch DataLoader (shuffle, batch 256, default collate)
-  running the same functions. torchvision itself is not installable here. Workers 0 and 2.
+  running the same functions. torchvision itself is not installable here. Workers 0 and 2,
+  and 2 with ``warm_start=True`` (the first chunks computed while the workers start).
 - webdataset: shards of W8 JPEG + .cls samples (default 16 shards of 96 samples, about 3 MB
   each: scaled down from the issue's 64 x 100 MB). thresher: WebDatasetSource, a global
   shuffle of the epoch, the W8 decode, Batch(256); peer: the webdataset library's
   shard-shuffle + shuffle(buffer 1000) pipeline with the same decode, batched(256), through
-  the PyTorch DataLoader (its documented way to use workers). Workers 0 and 2. Also the
+  the PyTorch DataLoader (its documented way to use workers). Workers 0 and 2 (and 2 with
+  ``warm_start=True``). Also the
   index build cost (all shards, no cache) in seconds per GB.
 - tfrecord: one set of TFRecord files (default 4 x 25,000 records of 1 KiB). Index build
   (one pass checking every CRC, no cache) in MB/s; a shuffled epoch of random access
@@ -62,14 +64,14 @@ def _w8_reduced_image(record: dict[str, Any], rng: np.random.Generator) -> np.nd
     return work.w8_reduced(record["image"], rng)
 
 
-def _thresher_folder(root: str, workers: int, reduced: bool) -> int:
+def _thresher_folder(root: str, workers: int, reduced: bool, warm: bool = False) -> int:
     import thresher as th
 
     src = th.sources.ImageFolderSource(root)
     ops: list[Any] = ([th.RandomMapTransform(_w8_reduced_image)] if reduced else
                       [_w8_image, th.RandomMapTransform(work.w8_augment)])
     loader = th.DataLoader(src, th.IndexSampler(len(src), shuffle=True, seed=0, num_epochs=1),
-                           [*ops, th.Batch(BATCH, drop_remainder=True)], worker_count=workers)
+                           [*ops, th.Batch(BATCH, drop_remainder=True)], worker_count=workers, warm_start=warm)
     return sum(len(b) for b in loader)
 
 
@@ -147,13 +149,13 @@ def _w8_sample(sample: dict[str, Any]) -> Any:
     return work.w8_decode(sample["jpg"])
 
 
-def _thresher_wds(pattern: str, workers: int) -> int:
+def _thresher_wds(pattern: str, workers: int, warm: bool = False) -> int:
     import thresher as th
 
     src = th.sources.WebDatasetSource(pattern)
     loader = th.DataLoader(src, th.IndexSampler(len(src), shuffle=True, seed=0, num_epochs=1),
                            [_w8_sample, th.RandomMapTransform(work.w8_augment), th.Batch(BATCH, drop_remainder=True)],
-                           worker_count=workers)
+                           worker_count=workers, warm_start=warm)
     return sum(len(b) for b in loader)
 
 
@@ -269,21 +271,27 @@ def main(argv: list[str] | None = None) -> None:
     only = set(args.only.split(","))
     tmp = tempfile.mkdtemp(prefix="thresher-in-place-")
     os.environ.setdefault("THRESHER_CACHE_DIR", os.path.join(tmp, "cache"))
-    print(f"medians of {args.rounds} rounds; the machine is shared with other work (timings are noisy)")
+    print(f"medians of {args.rounds} rounds; the machine is shared with other work (timings are noisy); "
+          f"load average at start {os.getloadavg()[0]:.1f}")
     try:
         if "image_folder" in only:
             root = os.path.join(tmp, "folder")
             _write_folder(root, args.images)
-            r = _rounds({f"{name} w{w}": (lambda fn=fn, w=w: fn(root, w)) for w in (0, 2) for name, fn in [
+            variants: dict[str, Callable[[], int]]
+            variants = {f"{name} w{w}": (lambda fn=fn, w=w: fn(root, w)) for w in (0, 2) for name, fn in [
                 ("thresher", lambda root, w: _thresher_folder(root, w, False)),
                 ("thresher-reduced", lambda root, w: _thresher_folder(root, w, True)),
-                ("torch-imagefolder", _torch_folder)]}, args.rounds)
+                ("torch-imagefolder", _torch_folder)]}
+            variants["thresher-warm w2"] = lambda: _thresher_folder(root, 2, False, warm=True)
+            r = _rounds(variants, args.rounds)
             print(f"image folder, {args.images} W8 JPEGs, images/s:")
             for w in (0, 2):
                 base = r[f"torch-imagefolder w{w}"]
                 print(f"  workers {w}: torch ImageFolder+DataLoader {base:7.0f}   thresher {r[f'thresher w{w}']:7.0f} "
                       f"({_ratio(r[f'thresher w{w}'], base)})   thresher reduced decode "
                       f"{r[f'thresher-reduced w{w}']:7.0f} ({_ratio(r[f'thresher-reduced w{w}'], base)})")
+            print(f"  workers 2, warm_start=True: thresher {r['thresher-warm w2']:7.0f} "
+                  f"({_ratio(r['thresher-warm w2'], r['torch-imagefolder w2'])})")
         if "webdataset" in only:
             root = os.path.join(tmp, "wds")
             os.makedirs(root)
@@ -291,15 +299,18 @@ def main(argv: list[str] | None = None) -> None:
             pattern = os.path.join(root, f"shard-{{000000..{args.shards - 1:06d}}}.tar")
             nbytes = sum(os.path.getsize(u) for u in urls)
             builds = [_index_build(pattern, nbytes) for _ in range(args.rounds)]
-            r = _rounds({f"{name} w{w}": (lambda fn=fn, w=w: fn(w)) for w in (0, 2) for name, fn in [
-                ("thresher", lambda w: _thresher_wds(pattern, w)), ("webdataset", lambda w: _wds_library(urls, w))]},
-                args.rounds)
+            variants = {f"{name} w{w}": (lambda fn=fn, w=w: fn(w)) for w in (0, 2) for name, fn in [
+                ("thresher", lambda w: _thresher_wds(pattern, w)), ("webdataset", lambda w: _wds_library(urls, w))]}
+            variants["thresher-warm w2"] = lambda: _thresher_wds(pattern, 2, warm=True)
+            r = _rounds(variants, args.rounds)
             print(f"webdataset, {args.shards} shards x {args.per_shard} samples ({nbytes / 1e6:.0f} MB), "
                   f"samples/s of a shuffled epoch:")
             for w in (0, 2):
                 base = r[f"webdataset w{w}"]
                 print(f"  workers {w}: webdataset shard shuffle + buffer {base:7.0f}   thresher global shuffle "
                       f"{r[f'thresher w{w}']:7.0f} ({_ratio(r[f'thresher w{w}'], base)})")
+            print(f"  workers 2, warm_start=True: thresher {r['thresher-warm w2']:7.0f} "
+                  f"({_ratio(r['thresher-warm w2'], r['webdataset w2'])})")
             print(f"  index build: {statistics.median(builds):.2f} s per GB (all shards, no cache)")
         if "tfrecord" in only:
             root = os.path.join(tmp, "tfr")
