@@ -73,3 +73,18 @@ def test_objects_in_a_bucket_are_read_through_the_lean_client() -> None:
         assert clone.read_many([(0, 3, 9)]) == [data[3:9]]
         files.close()
         clone.close()
+
+
+def test_many_shards_hold_no_descriptors_and_a_bounded_number_of_maps(tmp_path: str, monkeypatch) -> None:
+    from thresher.sources.formats import shard_files
+
+    monkeypatch.setattr(shard_files, "_MAPS_KEPT", 8)
+    paths = [_file(os.path.join(str(tmp_path), f"{i:03d}.bin"), bytes([i]) * 100) for i in range(40)]
+    files = ShardFiles(list_shards(paths))
+    open_before = len(os.listdir("/proc/self/fd"))
+    for round_ in range(2):
+        assert files.read_many([(i, 10, 12) for i in range(40)]) == [bytes([i]) * 2 for i in range(40)], round_
+    assert len(files._maps) == 8
+    assert len(os.listdir("/proc/self/fd")) <= open_before + 8  # one per map kept (Python's mmap holds one)
+    files.close()
+    assert len(os.listdir("/proc/self/fd")) == open_before

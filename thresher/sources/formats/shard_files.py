@@ -7,12 +7,12 @@ read; for URLs, thresher's lean HTTP client where it serves them (``s3://``,
 ``http(s)://``: :mod:`~thresher.sources.remote.lean`, the ranges of a batch in flight on
 a pool of threads) and fsspec's ``cat_ranges`` otherwise), a sequential stream to build
 an index from (8 MiB range requests), and a check that a local shard is still the file
-that was listed (one ``fstat`` per shard and batch, before its bytes are sliced). It
+that was listed (one ``stat`` per shard and batch, before its bytes are sliced). It
 pickles to the shard list and the storage options: file handles, maps, clients and
 filesystems are made again in the process that reads (and after a fork).
 
-A shard replaced by a new file (written elsewhere and renamed over it) is detected and
-the old map goes on reading the old file, never a mix; one truncated in place while a
+A shard replaced by a new file (written elsewhere and renamed over it) is detected on the
+next batch, and until then the old map reads the old file, never a mix; one truncated in place while a
 batch is being sliced out of it can end the process with SIGBUS (as with any reader that
 maps files): write shards atomically.
 
@@ -47,6 +47,7 @@ __all__ = ["ShardFiles"]
 _TIMEOUT_S = 60.0  # a range request that gets no answer in this time fails (RemoteReadOptions' default)
 _READS_IN_FLIGHT = 16
 _STREAM_BLOCK = 8 << 20
+_MAPS_KEPT = 256  # per process: Python's mmap keeps a descriptor open for each (a common limit is 1,024)
 _UNSET: Any = object()
 
 
@@ -57,7 +58,6 @@ class ShardFiles:
         self.shards = list(shards)
         self.storage_options = dict(storage_options or {})
         self.remote = bool(self.shards) and is_url(self.shards[0].url)
-        self._fds: dict[int, int] = {}
         self._maps: dict[int, mmap.mmap | bytes] = {}
         self._pid = os.getpid()
         self._lock = threading.Lock()
@@ -100,7 +100,7 @@ class ShardFiles:
     def _forked(self) -> None:
         """After a fork: descriptors, maps, connections and threads are the parent's; make new ones."""
         if self._pid != os.getpid():
-            self._fds, self._maps, self._pid, self._lock = {}, {}, os.getpid(), threading.Lock()
+            self._maps, self._pid, self._lock = {}, os.getpid(), threading.Lock()
             self._lean, self._pool = _UNSET, None
 
     def _lean_client(self) -> LeanClient | None:
@@ -129,40 +129,50 @@ class ShardFiles:
                 raise describe_error(e, url, f"reading bytes [{start}, {end})") from e
         return out
 
-    def _fd(self, i: int) -> int:
-        self._forked()
-        fd = self._fds.get(i)
-        if fd is None:
-            with self._lock:
-                fd = self._fds.get(i)
-                if fd is None:
-                    try:
-                        fd = os.open(self.shards[i].url, os.O_RDONLY)
-                    except OSError as e:
-                        raise SourceError(f"shard {self.shards[i].url!r} cannot be opened: {e}") from None
-                    self._fds[i] = fd
-        return fd
-
-    def _check_fd(self, i: int) -> None:
-        """CorruptSourceError if the open file ``i`` was rewritten since it was listed (one fstat)."""
-        st, s = os.fstat(self._fd(i)), self.shards[i]
+    def _check(self, i: int, st: os.stat_result | None = None) -> None:
+        """CorruptSourceError if local shard ``i`` is not the file that was listed (one stat)."""
+        s = self.shards[i]
+        if st is None:
+            try:
+                st = os.stat(s.url)
+            except OSError as e:
+                raise SourceError(f"shard {s.url!r} can no longer be read: {e}") from None
         if st.st_size != s.size or str(st.st_mtime_ns) != s.version:
             raise CorruptSourceError(
                 f"shard {s.url!r} changed after its index was built (size {s.size} -> {st.st_size}, or "
                 "its modification time); make the source again (the index is rebuilt)")
 
     def _map(self, i: int) -> mmap.mmap | bytes:
-        """The read-only map of local shard ``i`` (made on first use in this process)."""
-        fd = self._fd(i)
-        m = self._maps.get(i)
-        if m is None:
-            with self._lock:
-                m = self._maps.get(i)
-                if m is None:
-                    size = self.shards[i].size
-                    m = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else b""
-                    self._maps[i] = m
+        """The read-only map of local shard ``i``, made on first use in this process.
+
+        At most ``_MAPS_KEPT`` are kept (the least recently used is let go: it is unmapped, and
+        the descriptor Python's mmap keeps is closed, when the last batch slicing it is done),
+        so a source of many thousands of shards does not run out of descriptors.
+        """
+        self._forked()
+        with self._lock:
+            m = self._maps.pop(i, None)
+            if m is None:
+                m = self._open_map(i)
+                while len(self._maps) >= _MAPS_KEPT:
+                    del self._maps[next(iter(self._maps))]
+            self._maps[i] = m  # the most recently used last
         return m
+
+    def _open_map(self, i: int) -> mmap.mmap | bytes:
+        url = self.shards[i].url
+        try:
+            fd = os.open(url, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        except OSError as e:
+            raise SourceError(f"shard {url!r} cannot be opened: {e}") from None
+        try:
+            st = os.fstat(fd)
+            self._check(i, st)
+            return mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ) if st.st_size else b""
+        except OSError as e:
+            raise SourceError(f"shard {url!r} cannot be mapped: {e}") from None
+        finally:
+            os.close(fd)
 
     def local_buffers(self, shards: Sequence[int] | set[int]) -> dict[int, mmap.mmap | bytes]:
         """The map of each local shard in ``shards`` (the ones of a batch), each checked unchanged first.
@@ -171,7 +181,7 @@ class ShardFiles:
         """
         out = {}
         for i in shards:
-            self._check_fd(i)
+            self._check(i)
             out[i] = self._map(i)
         return out
 
@@ -222,18 +232,16 @@ class ShardFiles:
             raise describe_error(e, url, "opening it") from e
 
     def close(self) -> None:
-        """Closes open descriptors (reads reopen them)."""
+        """Lets go of maps, connections and threads (reads make them again)."""
         if self._pid == os.getpid():
             for m in self._maps.values():
                 if isinstance(m, mmap.mmap):
                     m.close()
-            for fd in self._fds.values():
-                os.close(fd)
             if self._pool is not None:
                 self._pool.shutdown(wait=False)
             if isinstance(self._lean, LeanClient):
                 self._lean.close()
-        self._fds, self._maps, self._lean, self._pool = {}, {}, _UNSET, None
+        self._maps, self._lean, self._pool = {}, _UNSET, None
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
