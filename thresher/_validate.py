@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TypeGuard
+from collections.abc import Mapping
+from typing import Any, TypeGuard
 
 import numpy as np
 
 from thresher.errors import ConfigError
 
-__all__ = ["check_count", "check_int", "is_int", "user_path"]
+__all__ = ["check_count", "check_int", "is_int", "require_key", "user_path"]
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -90,6 +91,29 @@ def check_count(
     out = check_int(value, name, minimum=minimum, error=error, also=also)
     assert out is not None
     return out
+
+
+def require_key(
+    mapping: Mapping[str, Any],
+    key: str,
+    types: tuple[type, ...],
+    where: str,
+    *,
+    error: type[Exception] = ConfigError,
+) -> Any:
+    """``mapping[key]`` of a saved state, which must be present and of one of ``types`` (a bool is an
+    int only when ``types`` names bool); raises ``error`` naming ``where`` and the key.
+
+    Example:
+        >>> require_key({"position": 3}, "position", (int,), "state")
+        3
+    """
+    if key not in mapping:
+        raise error(f"{where} has no {key!r} field; it is not a thresher iterator state (fields: {sorted(mapping)})")
+    v = mapping[key]
+    if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
+        raise error(f"{where}[{key!r}] must be {'/'.join(t.__name__ for t in types)}, got {v!r}")
+    return v
 
 
 def user_path(path: str | os.PathLike[str]) -> str:
