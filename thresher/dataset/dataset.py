@@ -343,15 +343,16 @@ class Dataset:
         """
         w = _positive_int(worker_count, "prefetch worker_count", 0)
         b = _positive_int(buffer, "prefetch buffer")
-        options = LoaderOptions(w, worker_mode=worker_mode, worker_timeout_s=worker_timeout_s)  # checked
+        options = LoaderOptions(w, worker_buffer_size=b, worker_mode=worker_mode,
+                                worker_timeout_s=worker_timeout_s)  # checked
         if not isinstance(warm_start, bool):
             raise ConfigError(f"prefetch warm_start must be True or False, got {warm_start!r}")
+        options = replace(options, warm_start=warm_start)
         if w and options.worker_mode == "process":
             from thresher.loader.warm_start import start_early
 
             start_early()  # the fork server, while the model is built: the first iterator's workers then start fast
-        return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b, worker_mode=str(options.worker_mode),
-                                                worker_timeout_s=options.worker_timeout_s, warm_start=warm_start))
+        return self._then(lambda at: N.Prefetch(at=at, options=options))
 
     def cache(self, path: str | os.PathLike[str] | None = None, *, max_bytes: int | None = None,
               serializer: Any = None, timeout_s: float = 3600.0,
