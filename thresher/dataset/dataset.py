@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from thresher._validate import user_path
+from thresher._validate import check_count, is_int, user_path
 from thresher.dataset import nodes as N
 from thresher.dataset.compile import Compiled, compile_chain
 from thresher.dataset.iterator import DatasetIterator, PackIterator
@@ -58,11 +58,7 @@ __all__ = ["Dataset"]
 
 
 def _positive_int(value: Any, what: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ConfigTypeError(f"{what} must be an int >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{what} must be an int >= {minimum}, got {value!r}")
-    return int(value)
+    return check_count(value, what, minimum=minimum, type_error=ConfigTypeError)
 
 
 def _callable(fn: Any, what: str) -> None:
@@ -308,7 +304,7 @@ class Dataset:
         if step == 0:
             raise ConfigError("slice step must not be 0")
         for v in (start, stop, step):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+            if v is not None and not is_int(v):
                 raise ConfigTypeError(f"slice bounds must be ints or None, got {v!r}")
         return self._then(lambda at: N.Slice(at=at, start=start, stop=stop, step=step))
 
@@ -525,7 +521,7 @@ class Dataset:
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
             return self.slice(index.start, index.stop, index.step)
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        if not is_int(index):
             raise TypeError(f"Dataset indices are ints or slices, got {index!r}")
         self._no_random_access("ds[i]")
         i = int(index)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
-from thresher._validate import require_key
+from thresher._validate import is_int, require_key
 from thresher.errors import InvalidStateError
 from thresher.loader.exclusions import Consumed
 from thresher.loader.skips import SkipRanges
@@ -343,7 +343,7 @@ class LoaderState:
                 f"{STATE_VERSION}, and version {LEGACY_VERSION} through thresher.upgrade_state)"
             )
         position = _require(state, "position", (int,))
-        if not 0 <= position < _MAX_POSITION:
+        if not is_int(position, 0, _MAX_POSITION - 1):
             raise InvalidStateError(f"state['position'] must be >= 0 and < 2**62 (positions are 64-bit), "
                                     f"got {position}")
         saved_fingerprint = _require(state, "fingerprint", (str,))
@@ -358,9 +358,9 @@ class LoaderState:
                     f"{geometry.shard_count}"
                 )
             g = _require(state, _SLOWEST_GLOBAL, (int,))
-            if not 0 <= g < _MAX_POSITION:
+            if not is_int(g, 0, _MAX_POSITION - 1):
                 raise InvalidStateError(f"state[{_SLOWEST_GLOBAL!r}] must be in [0, 2**62), got {g}")
-            slowest = Slowest(merged, g)
+            slowest = Slowest(merged, int(g))
         if stream.fingerprint != saved_fingerprint:
             raise InvalidStateError(
                 "state['fingerprint'] does not match state['stream']: the state was edited "
@@ -370,11 +370,11 @@ class LoaderState:
         operations = tuple(str(n) for n in names) if isinstance(names, list) else ()
         g = state.get("global_position")
         parsed = cls(
-            position,
+            int(position),
             stream,
             geometry,
             operations,
-            g if isinstance(g, int) and not isinstance(g, bool) else None,
+            int(g) if is_int(g, numpy=False) else None,
             slowest,
             Extensions.from_json(state.get(_DATASET)),
         )

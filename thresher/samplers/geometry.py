@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from thresher._validate import check_int, require_key
+from thresher._validate import check_int, is_int, require_key
 from thresher.errors import InvalidStateError
 
 __all__ = ["Geometry", "ShardGeometry"]
@@ -192,7 +192,7 @@ class Geometry:
         where = "state['geometry']"
         for k in ("shard_index", "shard_count", "block_size"):
             v = require_key(d, k, (int,), where, error=InvalidStateError)
-            if not (0 if k == "shard_index" else 1) <= v < _MAX_GEOMETRY:
+            if not is_int(v, 0 if k == "shard_index" else 1, _MAX_GEOMETRY - 1):
                 raise InvalidStateError(f"state['geometry'][{k!r}] is out of range: {v}")
         if d["shard_index"] >= d["shard_count"]:
             raise InvalidStateError(

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+from thresher._validate import is_int
 from thresher.errors import ConfigError
 from thresher.loader.autotune import read_ahead
 from thresher.loader.producer import ChunkLoop
@@ -30,7 +31,7 @@ class Schedule(ChunkLoop):
 
     def __init__(self, start: int, stop: int | None, chunk_size: int, worker_count: int,
                  buffer_size: int | None = DEFAULT_BUFFER_SIZE, memory_budget: int | None = None) -> None:
-        if worker_count < 1 or (buffer_size is not None and buffer_size < 1):
+        if not is_int(worker_count, minimum=1) or (buffer_size is not None and not is_int(buffer_size, minimum=1)):
             raise ConfigError(f"need worker_count >= 1 and buffer_size >= 1, got {worker_count}, {buffer_size}")
         super().__init__(start, stop, chunk_size)
         chunks = None if stop is None else max(0, -(-(stop - start) // chunk_size))
