@@ -30,7 +30,7 @@ import numpy as np
 
 from thresher.errors import ConfigError
 
-__all__ = ["check_count", "check_int", "is_int", "require_key", "user_path"]
+__all__ = ["check_count", "check_int", "is_int", "is_seconds", "require_key", "user_path"]
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -49,6 +49,18 @@ def is_int(value: object, minimum: int | None = None, maximum: int | None = None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer) if numpy else int):
         return False
     return (minimum is None or int(value) >= minimum) and (maximum is None or int(value) <= maximum)
+
+
+def is_seconds(value: object, *, finite: bool = False) -> bool:
+    """True for a number of seconds > 0 (an int or a float, never a bool); with ``finite``, not infinite.
+
+    Example:
+        >>> is_seconds(0.5), is_seconds(0), is_seconds(True), is_seconds(float("inf"), finite=True)
+        (True, False, False, False)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return value > 0 and (not finite or value < float("inf"))
 
 
 def check_int(

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from thresher._validate import check_count, is_int, user_path
+from thresher._validate import check_count, is_int, is_seconds, user_path
 from thresher.dataset import nodes as N
 from thresher.dataset.compile import Compiled, compile_chain
 from thresher.dataset.iterator import DatasetIterator, PackIterator
@@ -378,7 +378,7 @@ class Dataset:
             _positive_int(max_bytes, "cache max_bytes", 0)
         if serializer is not None and not (hasattr(serializer, "dumps") and hasattr(serializer, "loads")):
             raise ConfigError("cache serializer needs dumps() and loads() (like the pickle module)")
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+        if not is_seconds(timeout_s):
             raise ConfigError(f"cache timeout_s must be a number of seconds > 0, got {timeout_s!r}")
         p = None if path is None else user_path(path)
         so = dict(storage_options) if storage_options is not None else None

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from thresher._validate import check_count, check_int
+from thresher._validate import check_count, check_int, is_seconds
 from thresher.errors import ConfigError
 from thresher.loader.read_options import ReadOptions
 
@@ -86,7 +86,7 @@ class LoaderOptions:
             check_int(self.worker_buffer_size, "worker_buffer_size", minimum=1, optional=True),
         )
         t = self.worker_timeout_s
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf")):
+        if t is not None and not is_seconds(t, finite=True):
             raise ConfigError(f"worker_timeout_s must be None or a number of seconds > 0, got {t!r}")
         object.__setattr__(self, "worker_timeout_s", None if t is None else float(t))
         object.__setattr__(self, "read_options", ReadOptions.coerce(self.read_options))
