@@ -275,6 +275,8 @@ class _Pool:
             if left is not None and left <= 0:
                 raise self._stuck(w, bounds, time.monotonic() - since)
             got = wait(waitables, timeout=_POLL_S if left is None else min(_POLL_S, left))
+            if conn in got or (got and conn.poll(0)):  # what w sent before any death is delivered first
+                return
             dead = [sentinels[s] for s in got if s in sentinels]
             if dead:
                 raise self._died(dead[0], bounds)
