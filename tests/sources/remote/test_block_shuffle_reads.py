@@ -78,3 +78,29 @@ def test_shards_fetch_disjoint_chunks(bucket: Any) -> None:
     assert sorted(seen) == sorted(r.rstrip(b"\0") for r in records)
     size = os.path.getsize(os.path.join(server.root, "bs", "d.array_record"))
     assert total <= size  # both shards together: no chunk fetched by both
+
+
+def test_a_hinted_block_is_fetched_whole_and_each_chunk_checked_when_read(bucket: Any) -> None:
+    """One request brings a block; its chunks are decoded (and their hashes checked) by the read that
+    needs them: bytes damaged on their way in a chunk not read yet cost nothing until it is read, and
+    are then fetched again, never returned."""
+    from thresher.sources.remote.chunk_cache import Raw
+
+    server, records = bucket
+    src = _source(server, records)
+    len(src)
+    assert src._ranges is not None
+    data = open(os.path.join(server.root, "bs", "d.array_record"), "rb").read()
+    server.flip_once("bs", "d.array_record", data.find(records[41][100:200]) + 10)  # inside chunk 10
+    server.stats(reset=True)
+    src.upcoming_blocks(np.array([0]), np.array([BLOCK]))  # keys 0..63: chunks 0..15
+    cache = src._ranges._process()["cache"]
+
+    def raw() -> int:
+        return sum(isinstance(cache._entries[(0, c)][0], Raw) for c in range(BLOCK // GROUP))
+
+    assert src[5] == records[5]
+    assert server.stats()["requests"] == 1 and raw() == BLOCK // GROUP - 1  # chunk 1 decoded, 15 held as fetched
+    assert src._ranges.refetches == 0  # the damaged chunk was not read: nothing checked it yet
+    assert src[41] == records[41] and src._ranges.refetches == 1  # checked when read: fetched again
+    assert src[40] == records[40] and server.stats()["requests"] == 2 and raw() == BLOCK // GROUP - 2
