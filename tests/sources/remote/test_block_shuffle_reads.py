@@ -35,13 +35,13 @@ def _source(server: RangeServer, records: list[bytes]) -> th.sources.ArrayRecord
 
 
 def _run(server: RangeServer, records: list[bytes], shuffle: Any, shard: th.ShardOptions | None = None,
-         workers: int = 0, epochs: int = 1) -> tuple[list[bytes], dict[str, int], Any]:
+         workers: int = 0, epochs: int = 1, mode: str = "thread") -> tuple[list[bytes], dict[str, int], Any]:
     src = _source(server, records)
     len(src)
     server.stats(reset=True)
     sampler = th.IndexSampler(N, shuffle=shuffle, seed=4, num_epochs=epochs, shard_options=shard)
     loader = th.DataLoader(src, sampler, [th.Batch(32, drop_remainder=False)], worker_count=workers,
-                           worker_mode="thread", read_options=th.ReadOptions(num_threads=2))
+                           worker_mode=mode, read_options=th.ReadOptions(num_threads=2))
     got = [bytes(r) for b in loader for r in b]  # a batch of bytes is a NumPy "S" array: trailing NULs go
     assert src._ranges is not None
     return got, server.stats(), src._ranges._process()["cache"]
@@ -64,6 +64,32 @@ def test_each_chunk_is_fetched_once_per_epoch_in_whole_blocks(bucket: Any) -> No
     assert N // GROUP < cache.misses <= 2 * N // GROUP and stats["body_bytes"] <= 2 * size
     _, full, _ = _run(server, records, True)
     assert full["requests"] > 4 * stats["requests"]  # a full shuffle with the same cache: a request per chunk
+
+
+def test_worker_processes_fetch_whole_blocks_from_their_first_window(bucket: Any) -> None:
+    """Each worker process has its own cache (threads share one): it fetches the blocks of the windows it
+    reads, whole, from the first window on (the hint reads the footer a fresh process lacks)."""
+    server, records = bucket
+    shuffle = th.BlockShuffle.of_source(_source(server, records), block_size=BLOCK, window_blocks=WINDOW)
+    got, stats, _ = _run(server, records, shuffle, workers=2, mode="process")
+    sampler = th.IndexSampler(N, shuffle=shuffle, seed=4)
+    assert got == [records[k].rstrip(b"\0") for k in sampler.keys(np.arange(N)).tolist()]
+    size = os.path.getsize(os.path.join(server.root, "bs", "d.array_record"))
+    assert stats["body_bytes"] <= 2 * size + 2 * (1 << 17)  # each block at most once per worker (+ footers)
+    assert stats["requests"] <= 2 * (N // BLOCK + 2), stats  # a request per block and worker, not per record
+
+
+def test_a_hint_to_a_fresh_process_reads_the_footer_first(bucket: Any) -> None:
+    """A source sent to a new process has no footer index yet: the first window's hint is kept (the footer
+    is read for it), so the first read brings its whole block, not one chunk."""
+    import pickle
+
+    server, records = bucket
+    fresh = pickle.loads(pickle.dumps(_source(server, records)))  # as a worker process receives it
+    assert fresh._ranges is not None and not fresh._ranges._process()["indexes"]
+    fresh.upcoming_blocks(np.array([BLOCK]), np.array([2 * BLOCK]))  # keys 64..127: chunks 16..31
+    assert fresh[70] == records[70]
+    assert len(fresh._ranges._process()["cache"]) == BLOCK // GROUP
 
 
 def test_shards_fetch_disjoint_chunks(bucket: Any) -> None:

@@ -443,12 +443,14 @@ class RangeReader:
 
     def upcoming_blocks(self, blocks: Sequence[tuple[int, int, int]]) -> None:
         """Blocks ``(file, first key, last key)`` read together next (a block shuffle's window):
-        a read that needs a chunk of one fetches all of its chunks (see ``block_hints``).
-        Blocks of files whose footer this process has not read yet are left out."""
+        a read that needs a chunk of one fetches all of its chunks (see ``block_hints``). The
+        footers of their files are read first where this process has not read them yet (a worker
+        process's first window: left out, it was read one request per record)."""
+        blocks = list(blocks)
+        self._load_indexes(sorted({f for f, _, _ in blocks}))
         local = self._process()
         indexes = local["indexes"]
-        local["blocks"].add((f, a // indexes[f].group_size, b // indexes[f].group_size)
-                            for f, a, b in blocks if f in indexes)
+        local["blocks"].add((f, a // indexes[f].group_size, b // indexes[f].group_size) for f, a, b in blocks)
 
     def close(self) -> None:
         """Stops this process's thread pool (it is remade on the next read)."""
