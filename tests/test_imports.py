@@ -233,3 +233,16 @@ def test_every_module_imports_alone() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", out.stdout
+
+
+def test_earlier_import_paths_give_the_moved_objects() -> None:
+    # Paths named in earlier guides keep working after the moves into sources/formats/.
+    from thresher import sources
+    from thresher.sources.array_record import ArrayRecordSource
+    from thresher.sources.formats import tfds as moved
+    from thresher.sources.formats.tfds import convert as moved_convert
+    from thresher.sources.tfds import TfdsSource
+    from thresher.sources.tfds.convert import convert
+
+    assert TfdsSource is moved.TfdsSource and convert is moved_convert.convert
+    assert ArrayRecordSource is sources.ArrayRecordSource

@@ -10,12 +10,14 @@ compiler is, and without one thresher hashes in Python and says so.
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import shutil
 import struct
 import subprocess
 import sys
 import sysconfig
+import time
 from typing import Any
 
 import numpy as np
@@ -133,6 +135,27 @@ def test_the_c_module_is_built_on_first_use(tmp_path: Any) -> None:
     assert len(os.listdir(folder)) == 1 and "RuntimeWarning" not in done.stderr
     assert _child(folder).stdout == done.stdout  # the second process loads it: nothing is built
     assert len(os.listdir(folder)) == 1
+
+
+def test_a_build_removes_builds_unused_for_a_month_and_keeps_the_others(tmp_path: Any) -> None:
+    if not (shutil.which("cc") or sysconfig.get_config_var("LDSHARED")) or \
+            not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+        pytest.skip("no C compiler or no Python headers on this machine: the build cannot be tried")
+    folder = tmp_path / "native"
+    folder.mkdir()
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    old, recent = folder / f"_highway_0000000000000000{suffix}", folder / f"_highway_1111111111111111{suffix}"
+    other_python, unrelated = folder / "_highway_2222222222222222.cpython-399-x.so", folder / "notes.txt"
+    for path in (old, recent, other_python, unrelated):
+        path.write_bytes(b"")
+    month_ago = time.time() - 31 * 86400
+    for path in (old, other_python, unrelated):
+        os.utime(path, (month_ago, month_ago))
+    done = _child(str(folder))
+    assert done.stdout.startswith("c (built on first use"), done.stdout + done.stderr
+    left = set(os.listdir(folder))
+    assert old.name not in left  # this Python's, unused for a month: an earlier version's build
+    assert {recent.name, other_python.name, unrelated.name} <= left and len(left) == 4
 
 
 def test_without_a_c_module_python_hashes_and_says_so(tmp_path: Any) -> None:

@@ -7,8 +7,11 @@ time), :func:`load` compiles the same file once per machine and Python version w
 compiler Python was built with (``sysconfig``'s ``LDSHARED``, then ``cc``) into
 ``$XDG_CACHE_HOME/thresher/native`` (``~/.cache/...``; ``THRESHER_NATIVE_DIR`` overrides
 it), under a name that holds the hash of the source, and renames it into place when it
-is complete (processes that build at once each rename a whole file). When neither
-exists, :func:`load` returns None with the reason, and ``highway`` hashes in Python.
+is complete (processes that build at once each rename a whole file). Each load marks the
+module used (its modification time); a build removes the folder's modules of this Python
+unused for ``STALE_DAYS`` days (those of earlier thresher versions), so upgrades do not
+pile builds up. When neither exists, :func:`load` returns None with the reason, and
+``highway`` hashes in Python.
 
 Example:
     >>> module, reason = load()
@@ -18,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.machinery
@@ -27,12 +31,14 @@ import shlex
 import subprocess
 import sys
 import sysconfig
+import time
 from types import ModuleType
 
-__all__ = ["cache_dir", "load"]
+__all__ = ["STALE_DAYS", "cache_dir", "load"]
 
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_highway.c")
 _BUILD_TIMEOUT_S = 120
+STALE_DAYS = 30  # a built module not loaded for this long is removed at the next build
 
 
 def cache_dir() -> str:
@@ -90,6 +96,24 @@ def _build(target: str) -> str | None:
     return "; ".join(problems)
 
 
+def _sweep(target: str, now: float) -> None:
+    """Removes the modules beside ``target`` built for this Python and not used for STALE_DAYS."""
+    folder, suffix = os.path.dirname(target), importlib.machinery.EXTENSION_SUFFIXES[0]
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(folder, name)
+        if path == target or not (name.startswith("_highway_") and name.endswith(suffix)):
+            continue
+        try:
+            if now - os.stat(path).st_mtime > STALE_DAYS * 86400:
+                os.remove(path)
+        except OSError:  # gone already, or not ours to remove: it stays
+            pass
+
+
 def _unsafe(target: str) -> str:
     """Why the built module must not be loaded ("" if it may): code is loaded only from a
     file and folder this user owns and not everyone can write."""
@@ -125,9 +149,12 @@ def load() -> tuple[ModuleType | None, str]:
             why = f"cannot write to {os.path.dirname(target)} ({e}; set THRESHER_NATIVE_DIR)"
         if why:
             return None, f"it could not be built ({why})"
+        _sweep(target, time.time())
     unsafe = _unsafe(target)
     if unsafe:
         return None, unsafe
+    with contextlib.suppress(OSError):  # used now: a later build elsewhere does not take it for stale
+        os.utime(target)
     try:
         return _import_file(target), f"built on first use in {os.path.dirname(target)}"
     except ImportError as e:
