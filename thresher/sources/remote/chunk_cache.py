@@ -15,6 +15,10 @@ whose next use is farthest): the least recently used chunk *not* needed within t
 goes first, and only when every chunk held is needed within it, the one needed last. The
 window only chooses what is evicted: the records read never depend on it.
 
+A chunk fetched only because its block was (the rest of a block shuffle's block) is held as
+its stored bytes (:class:`Raw`) until a read needs it; that read decodes and checks it and
+puts it back decoded (:meth:`ChunkCache.replace`).
+
 Reads of the same chunk by concurrent threads share one fetch: the first claims it and
 fetches it, the others wait for that fetch (its result or its error), so a loader that
 keeps several batches' reads in flight never fetches a chunk twice at once.
