@@ -9,6 +9,10 @@ defaults), written once under ``--dir``. Rows, one process, records/s (median of
   of a full random permutation (a global shuffle), the decoded data fitting the cache,
   from a new source (every row group decoded once during the run); ``, warm``: the same
   keys again once the cache holds every row group (a second epoch);
+- ``thresher BlockShuffle``: the same, keys in the order of ``thresher.BlockShuffle.of_source``
+  (row groups shuffled, then records shuffled within windows of ``--window`` row groups);
+- ``thresher key order``: the same, keys in order (no shuffle): what a record costs when
+  the values it reads lie next to the previous record's in memory;
 - ``datasets __getitem__``: ``datasets.Dataset.__getitem__`` on the same keys (its Arrow
   random access), the Dataset made by ``Dataset.from_parquet`` (memory-mapped cache);
   timed on the first ``--hf-records`` keys of the permutation (it is slow);
@@ -16,13 +20,11 @@ defaults), written once under ``--dir``. Rows, one process, records/s (median of
   every file in order (the bare sequential loop; it cannot shuffle);
 - ``grain ParquetIterDataset``: Grain's sequential Parquet reader, no global shuffle;
 - ``thresher cache/4 shuffled`` and ``thresher cache/4 blocks``: the cache holding a
-  quarter of the decoded data; keys of a full shuffle, and keys in the order a
-  locality-aware block shuffle gives (row groups shuffled, then records shuffled within
-  windows of ``--window`` row groups; emulated here with NumPy, the sampler is its own
-  issue), with the row-group decodes per record; timed on the first ``--cache4-records``
-  keys of the shuffle (10x as many of the block order).
+  quarter of the decoded data; keys of a full shuffle, and keys of the BlockShuffle above,
+  with the row-group decodes per record; timed on the first ``--cache4-records`` keys of
+  the shuffle (10x as many of the block order).
 
-Ratios are thresher's shuffled rate over each peer's rate in the same run. One-process rows
+Ratios are each thresher row's rate over each peer's rate in the same run. One-process rows
 are timed in the process's CPU time by default (``--clock cpu``): on a machine shared with
 other work, wall time mostly measures the other work. The loader rows (threads, workers,
 waits on the server) are timed in wall time.
@@ -44,12 +46,33 @@ from typing import Any
 import numpy as np
 
 
-def write_corpus(d: str, records: int, files: int, row_group: int, text_bytes: int) -> list[str]:
-    """The corpus files (reused when they exist with these parameters)."""
+def _jpegs(rng: np.random.Generator, n: int, side: int) -> list[bytes]:
+    """``n`` JPEG images of ``side`` x ``side`` pixels: smooth colour gradients with noise
+    (quality 90), so that they compress about as photos do."""
+    import io
+
+    from PIL import Image
+
+    ramp = np.linspace(0, 0.5, side, dtype=np.float32)
+    noise = rng.normal(0, 12, (16, side, side, 3)).astype(np.float32)  # reused: drawing it is the slow part
+    bases = rng.integers(0, 256, (n, 2, 3)).astype(np.float32)
+    out = []
+    for i in range(n):
+        pixels = bases[i, 0] * ramp[:, None, None] + bases[i, 1] * ramp[None, :, None] + noise[i % 16]
+        buf = io.BytesIO()
+        Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(buf, format="JPEG", quality=90)
+        out.append(buf.getvalue())
+    return out
+
+
+def write_corpus(d: str, records: int, files: int, row_group: int, text_bytes: int,
+                 image_side: int = 0) -> list[str]:
+    """The corpus files (reused when they exist with these parameters): short texts, or
+    with ``image_side`` JPEG images of that many pixels a side (a binary column ``image``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    tag = f"r{records}-f{files}-g{row_group}-t{text_bytes}"
+    tag = f"r{records}-f{files}-g{row_group}-" + (f"jpeg{image_side}" if image_side else f"t{text_bytes}")
     folder = os.path.join(d, tag)
     paths = [os.path.join(folder, f"train-{i:05d}-of-{files:05d}.parquet") for i in range(files)]
     if all(os.path.exists(p) for p in paths):
@@ -60,6 +83,12 @@ def write_corpus(d: str, records: int, files: int, row_group: int, text_bytes: i
     alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz     ", dtype=np.uint8)
     for i, p in enumerate(paths):
         n = per if i < files - 1 else records - per * (files - 1)
+        if image_side:
+            t = pa.table({"image": pa.array(_jpegs(rng, n, image_side), pa.binary()),
+                          "label": rng.integers(0, 10, n)})
+            pq.write_table(t, p + ".tmp", row_group_size=row_group)
+            os.replace(p + ".tmp", p)
+            continue
         lengths = rng.integers(text_bytes // 2, text_bytes * 3 // 2, n)
         chars = alphabet[rng.integers(0, len(alphabet), int(lengths.sum()))].tobytes()
         offsets = np.concatenate([[0], np.cumsum(lengths)])
@@ -97,15 +126,15 @@ def thresher_run(paths: list[str], keys: np.ndarray, batch: int, cache_bytes: in
     return run
 
 
-def block_order(boundaries: np.ndarray, window: int, seed: int) -> np.ndarray:
-    """Keys as a locality-aware block shuffle orders them (emulated)."""
-    rng = np.random.default_rng(seed)
-    blocks = rng.permutation(len(boundaries) - 1)
-    out = []
-    for w in range(0, len(blocks), window):
-        keys = np.concatenate([np.arange(boundaries[b], boundaries[b + 1]) for b in blocks[w:w + window]])
-        out.append(rng.permutation(keys))
-    return np.concatenate(out)
+def block_order(paths: list[str], row_group: int, window: int, seed: int) -> np.ndarray:
+    """The keys of one epoch as ``BlockShuffle.of_source`` orders them: row groups
+    shuffled, then records within windows of ``window`` row groups."""
+    import thresher as th
+    from thresher.samplers.block_shuffle import EpochOrder
+
+    src = th.sources.ParquetSource(paths)
+    shuffle = th.BlockShuffle.of_source(src, block_size=row_group, window_blocks=window)
+    return EpochOrder(len(src), shuffle, key=seed).keys(np.arange(len(src), dtype=np.int64))
 
 
 def hf_run(paths: list[str], keys: np.ndarray, cache_dir: str) -> Callable[[], int]:
@@ -150,7 +179,7 @@ def grain_run(paths: list[str]) -> Callable[[], int]:
 
 
 def _length(r: dict[str, Any]) -> dict[str, Any]:
-    return {"n": np.int32(len(r["text"])), "label": r["label"]}
+    return {"n": np.int32(len(r["text"] if "text" in r else r["image"])), "label": r["label"]}
 
 
 def loader_run(paths: list[str], records: int, workers: Any, seen: dict[str, Any]) -> Callable[[], int]:
@@ -204,6 +233,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--files", type=int, default=4)
     ap.add_argument("--row-group", type=int, default=10_000)
     ap.add_argument("--text-bytes", type=int, default=200)
+    ap.add_argument("--image-side", type=int, default=0,
+                    help="a corpus of JPEG images this many pixels a side (binary column 'image') instead of "
+                         "texts; e.g. --records 100000 --row-group 1000 --image-side 64")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--hf-records", type=int, default=20_000)
@@ -221,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="positions of the shuffled epoch timed through the loader, local and remote")
     a = ap.parse_args(argv)
     skip = set(filter(None, a.skip.split(",")))
-    paths = write_corpus(a.dir, a.records, a.files, a.row_group, a.text_bytes)
+    paths = write_corpus(a.dir, a.records, a.files, a.row_group, a.text_bytes, a.image_side)
     import pyarrow as pa
 
     pa.array(["warm"]).to_pylist()  # pyarrow imports pandas on first use: not timed, for no row
@@ -229,12 +261,13 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[tuple[str, float, list[float], str]] = []
     warm_src: dict[str, Any] = {}
 
-    def warm() -> int:  # a second epoch: the cache already holds every row group
+    def prime() -> None:  # before the rounds: not timed
         import thresher as th
 
-        if "src" not in warm_src:
-            warm_src["src"] = th.sources.ParquetSource(paths, cache_bytes=4 << 30)
-            warm_src["src"].__getitems__(list(range(0, a.records, max(1, a.row_group // 2))))
+        warm_src["src"] = th.sources.ParquetSource(paths, cache_bytes=4 << 30)
+        warm_src["src"].__getitems__(list(range(0, a.records, max(1, a.row_group // 2))))
+
+    def warm() -> int:  # a second epoch: the cache already holds every row group
         src = warm_src["src"]
         for i in range(0, len(keys), a.batch):
             src.__getitems__(keys[i:i + a.batch])
@@ -248,19 +281,42 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:28s} {med:12,.0f} rec/s  runs {[round(r) for r in rates]} {note}", flush=True)
         return med
 
-    peers: dict[str, float] = {}
-    if "main" not in skip:
-        ours = row("thresher shuffled", thresher_run(paths, keys, a.batch, 4 << 30))
-        warm_rate = row("thresher shuffled, warm", warm)
-        warm_src.clear()
-        peers["pyarrow iter_batches"] = row("pyarrow iter_batches", arrow_run(paths, a.batch))
-    else:
-        skip |= {"grain", "hf"}
-    if "grain" not in skip:
-        peers["grain ParquetIterDataset"] = row("grain ParquetIterDataset", grain_run(paths))
-    if "hf" not in skip:
-        with tempfile.TemporaryDirectory() as cache:
-            peers["datasets __getitem__"] = row("datasets __getitem__", hf_run(paths, keys[:a.hf_records], cache))
+    def interleaved(named: list[tuple[str, Callable[[], int]]]) -> dict[str, float]:
+        """Rows timed in rounds, one run of each row per round (the machine's load drifts)."""
+        clock = time.perf_counter if a.clock == "wall" else time.process_time
+        rates: dict[str, list[float]] = {name: [] for name, _ in named}
+        for _ in range(a.repeats):
+            for name, fn in named:
+                t0 = clock()
+                n = fn()
+                rates[name].append(n / (clock() - t0))
+        out = {}
+        for name, runs in rates.items():
+            out[name] = statistics.median(runs)
+            rows.append((name, out[name], runs, ""))
+            print(f"{name:28s} {out[name]:12,.0f} rec/s  runs {[round(r) for r in runs]}", flush=True)
+        return out
+
+    blocks = block_order(paths, a.row_group, a.window, 2)
+    named: list[tuple[str, Callable[[], int]]] = []
+    ours_names = {"thresher shuffled": "shuffled", "thresher shuffled, warm": "shuffled, warm",
+                  "thresher BlockShuffle": "BlockShuffle", "thresher key order": "key order"}
+    with tempfile.TemporaryDirectory() as hf_cache:
+        if "main" not in skip:
+            prime()
+            named += [("thresher shuffled", thresher_run(paths, keys, a.batch, 4 << 30)),
+                      ("thresher shuffled, warm", warm),
+                      ("thresher BlockShuffle", thresher_run(paths, blocks, a.batch, 4 << 30)),
+                      ("thresher key order", thresher_run(paths, np.arange(a.records), a.batch, 4 << 30)),
+                      ("pyarrow iter_batches", arrow_run(paths, a.batch))]
+            if "grain" not in skip:
+                named.append(("grain ParquetIterDataset", grain_run(paths)))
+            if "hf" not in skip:
+                named.append(("datasets __getitem__", hf_run(paths, keys[:a.hf_records], hf_cache)))
+        measured = interleaved(named)
+    warm_src.clear()
+    ours_rows = {short: measured[name] for name, short in ours_names.items() if name in measured}
+    peers = {name: rate for name, rate in measured.items() if name not in ours_names}
     if "cache4" not in skip:
         stats: dict[str, Any] = {}
         import thresher as th
@@ -272,16 +328,18 @@ def main(argv: list[str] | None = None) -> None:
         few = keys[:a.cache4_records]
         row("thresher cache/4 shuffled", thresher_run(paths, few, a.batch, quarter, stats),
             lambda: f"row-group decodes per record {stats['misses'] / len(few):.4f} ({len(few):,} keys)")
-        order = block_order(src.block_boundaries(), a.window, 2)[:10 * a.cache4_records]
+        order = blocks[:10 * a.cache4_records]
         row("thresher cache/4 blocks", thresher_run(paths, order, a.batch, quarter, stats),
             lambda: f"row-group decodes per record {stats['misses'] / len(order):.4f} ({len(order):,} keys, "
                     f"window {a.window} row groups)")
     if "remote" not in skip:
         remote_rows(a, paths, row)
-    print(f"\nrecords {a.records:,}, files {a.files}, row groups of {a.row_group:,}, texts ~{a.text_bytes} B, "
+    kind = (f"JPEGs {a.image_side}x{a.image_side} ~{sum(os.path.getsize(p) for p in paths) // a.records:,} B"
+            if a.image_side else f"texts ~{a.text_bytes} B")
+    print(f"\nrecords {a.records:,}, files {a.files}, row groups of {a.row_group:,}, {kind}, "
           f"batches of {a.batch}; python {sys.version.split()[0]}")
     for name, rate in peers.items():
-        print(f"thresher shuffled / {name:26s} {ours / rate:6.2f}x   (warm cache: {warm_rate / rate:6.2f}x)")
+        print(f"over {name:26s}" + "".join(f"  {k} {v / rate:5.2f}x" for k, v in ours_rows.items()))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from thresher._validate import user_path
+from thresher._validate import check_count, is_int, is_seconds, user_path
 from thresher.dataset import nodes as N
 from thresher.dataset.compile import Compiled, compile_chain
 from thresher.dataset.iterator import DatasetIterator, PackIterator
@@ -59,11 +59,7 @@ __all__ = ["Dataset"]
 
 
 def _positive_int(value: Any, what: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ConfigTypeError(f"{what} must be an int >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{what} must be an int >= {minimum}, got {value!r}")
-    return int(value)
+    return check_count(value, what, minimum=minimum, type_error=ConfigTypeError)
 
 
 def _callable(fn: Any, what: str) -> None:
@@ -324,7 +320,7 @@ class Dataset:
         if step == 0:
             raise ConfigError("slice step must not be 0")
         for v in (start, stop, step):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+            if v is not None and not is_int(v):
                 raise ConfigTypeError(f"slice bounds must be ints or None, got {v!r}")
         return self._then(lambda at: N.Slice(at=at, start=start, stop=stop, step=step))
 
@@ -359,15 +355,16 @@ class Dataset:
         """
         w = _positive_int(worker_count, "prefetch worker_count", 0)
         b = _positive_int(buffer, "prefetch buffer")
-        options = LoaderOptions(w, worker_mode=worker_mode, worker_timeout_s=worker_timeout_s)  # checked
+        options = LoaderOptions(w, worker_buffer_size=b, worker_mode=worker_mode,
+                                worker_timeout_s=worker_timeout_s)  # checked
         if not isinstance(warm_start, bool):
             raise ConfigError(f"prefetch warm_start must be True or False, got {warm_start!r}")
+        options = replace(options, warm_start=warm_start)
         if w and options.worker_mode == "process":
             from thresher.loader.warm_start import start_early
 
             start_early()  # the fork server, while the model is built: the first iterator's workers then start fast
-        return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b, worker_mode=str(options.worker_mode),
-                                                worker_timeout_s=options.worker_timeout_s, warm_start=warm_start))
+        return self._then(lambda at: N.Prefetch(at=at, options=options))
 
     def cache(self, path: str | os.PathLike[str] | None = None, *, max_bytes: int | None = None,
               serializer: Any = None, timeout_s: float = 3600.0,
@@ -397,7 +394,7 @@ class Dataset:
             _positive_int(max_bytes, "cache max_bytes", 0)
         if serializer is not None and not (hasattr(serializer, "dumps") and hasattr(serializer, "loads")):
             raise ConfigError("cache serializer needs dumps() and loads() (like the pickle module)")
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+        if not is_seconds(timeout_s):
             raise ConfigError(f"cache timeout_s must be a number of seconds > 0, got {timeout_s!r}")
         p = None if path is None else user_path(path)
         so = dict(storage_options) if storage_options is not None else None
@@ -540,7 +537,7 @@ class Dataset:
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
             return self.slice(index.start, index.stop, index.step)
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        if not is_int(index):
             raise TypeError(f"Dataset indices are ints or slices, got {index!r}")
         self._no_random_access("ds[i]")
         i = int(index)

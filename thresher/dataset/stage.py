@@ -24,13 +24,16 @@ from thresher.dataset.repeat import RepeatView, repeated_sampler
 from thresher.dataset.views import StageView, not_hole
 from thresher.errors import ConfigError
 from thresher.loader.chunk import ChunkProcessor
-from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S
+from thresher.loader.options import LoaderOptions
 from thresher.samplers.block_shuffle import BlockShuffle
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.samplers.sharding import ShardOptions
 from thresher.transforms import Batch, FilterTransform, RandomMapTransform, plan_operations
 
 __all__ = ["AfterEngine", "CompileContext", "PackFront", "Stage", "close_stage", "shuffle_text", "stage_line"]
+
+#: The workers of a chain without ``prefetch`` (none), and a prefetch's defaults (2 chunks per worker).
+PREFETCH_DEFAULTS = LoaderOptions(worker_buffer_size=2)
 
 
 @dataclass
@@ -133,17 +136,12 @@ class PackFront:
 class CompileContext:
     """What the compilation of one chain (or of one component of a mix) shares between its nodes."""
 
-    def __init__(self, *, salt: int, prefix_digest: Callable[[int], str] | None, worker_count: int,
-                 buffer: int | None, mix_segment: tuple[int, list[int]] | None = None,
-                 worker_mode: str = "process", worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
-                 warm_start: bool = False, build: Callable[[Any, CompileContext], Stage] | None = None) -> None:
+    def __init__(self, *, salt: int, prefix_digest: Callable[[int], str] | None, options: LoaderOptions,
+                 mix_segment: tuple[int, list[int]] | None = None,
+                 build: Callable[[Any, CompileContext], Stage] | None = None) -> None:
         self.salt = salt
-        self.warm_start = warm_start
         self.prefix_digest = prefix_digest
-        self.worker_count = worker_count
-        self.worker_mode = worker_mode
-        self.worker_timeout_s = worker_timeout_s
-        self.buffer = buffer
+        self.options = options  # the chain's workers (its last prefetch's), for every DataLoader it builds
         self.mix_segment = mix_segment
         self.stages: list[str] = []
         self.reseeded = False  # a stage reads the epochs of a view that changes by epoch
@@ -153,9 +151,7 @@ class CompileContext:
 
     def component(self, salt: int, prefix_digest: Callable[[int], str] | None) -> CompileContext:
         """A context for a component chain (of a mix or an interleave): the same workers, its own salt."""
-        return CompileContext(salt=salt, prefix_digest=prefix_digest, worker_count=self.worker_count,
-                              buffer=self.buffer, worker_mode=self.worker_mode,
-                              worker_timeout_s=self.worker_timeout_s, warm_start=self.warm_start, build=self.build)
+        return CompileContext(salt=salt, prefix_digest=prefix_digest, options=self.options, build=self.build)
 
     def record_stage(self, stage: Stage, note: str = "") -> int:
         """Writes ``stage``'s line into the compiled stages; returns its index."""

@@ -41,6 +41,11 @@ def _parquet(tmp: str) -> Any:
     return th.sources.ParquetSource(path), [0, 4, 8]
 
 
+def _huggingface(tmp: str) -> Any:
+    batches = [pa.record_batch({"x": list(range(a, b))}) for a, b in ((0, 3), (3, 8), (8, 10))]
+    return th.sources.HuggingFaceSource(pa.Table.from_batches(batches)), [0, 3, 8]
+
+
 def _image_folder(tmp: str) -> Any:
     from PIL import Image
 
@@ -51,7 +56,7 @@ def _image_folder(tmp: str) -> Any:
     return th.sources.ImageFolderSource(tmp), [0, 3]
 
 
-@pytest.mark.parametrize("make", [_tfrecord, _webdataset, _parquet, _image_folder])
+@pytest.mark.parametrize("make", [_tfrecord, _webdataset, _parquet, _huggingface, _image_folder])
 def test_natural_blocks_make_a_block_shuffle(tmp_path: Any, make: Any) -> None:
     src, starts = make(str(tmp_path))
     assert src.block_boundaries(1).tolist() == starts

@@ -1,8 +1,11 @@
 """HuggingFaceSource: a ``datasets.Dataset``, a ``save_to_disk`` directory or a
 ``pyarrow.Table`` as a random-access source of dicts of NumPy values.
 
-Reads are Arrow ``take`` on the table, memory-mapped from the dataset's Arrow files
-where it has them (zero copies until the values are converted). Worker processes open
+Reads gather the keys' rows from the table's record batches, memory-mapped from the
+dataset's Arrow files where it has them (one-row slices joined: only the rows read are
+copied, never a whole column, which Arrow's ``take`` on a table of many record batches
+would concatenate first). The record batches are the source's natural blocks
+(:meth:`HuggingFaceSource.block_boundaries`). Worker processes open
 those files by path: pickling the source sends paths (and a ``select``/``shuffle``
 index, 8 bytes per record), never the table. A table held only in memory is written
 once to a temporary Arrow file when the source is first pickled, removed when the
@@ -12,6 +15,7 @@ source is garbage collected.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -26,7 +30,7 @@ from thresher.errors import ConfigTypeError, CorruptSourceError, SourceNotFoundE
 from thresher.sources.formats.huggingface.media import features_from_schema, media_columns, media_value
 from thresher.sources.formats.parquet.arrow import pyarrow
 from thresher.sources.formats.parquet.convert import check_type, column_values
-from thresher.sources.protocol import check_key, check_keys
+from thresher.sources.protocol import check_key, check_keys, join_blocks
 
 __all__ = ["HuggingFaceSource"]
 
@@ -171,6 +175,12 @@ class HuggingFaceSource:
         self._rows = table.num_rows if table is not None else 0
         self._len = len(indices) if indices is not None else self._rows
         self._table: Any = table
+        self._batches: tuple[list[Any], np.ndarray] | None = None  # per process, from the table
+        self._sorted_view = indices is None or bool(indices.size < 2 or (np.diff(indices) > 0).all())
+        self._fingerprint: str | None = None
+        # the files as they are now: the fingerprint names these versions, even if taken later
+        self._file_stats = None if self._files is None else [
+            [p, st.st_size, st.st_mtime_ns] for p, st in ((p, os.stat(p)) for p in self._files)]
         self._spilled: str | None = None
         self._lock = threading.Lock()
 
@@ -203,9 +213,25 @@ class HuggingFaceSource:
         keys = check_keys(record_keys, self._len, repr(self))
         return self._read(keys) if keys.size else []
 
+    def _record_batches(self) -> tuple[list[Any], np.ndarray]:
+        """The table's record batches (the requested columns) and their first rows, then
+        the row count (per process)."""
+        got = self._batches
+        if got is None:
+            batches = self._arrow().select(self.columns).to_batches()
+            starts = np.cumsum([0, *(b.num_rows for b in batches)], dtype=np.int64)
+            got = self._batches = (batches, starts)
+        return got
+
     def _read(self, keys: np.ndarray) -> list[dict[str, Any]]:
         rows = self._indices[keys] if self._indices is not None else keys
-        taken = self._arrow().select(self.columns).take(rows)
+        batches, starts = self._record_batches()
+        if len(batches) == 1:
+            taken = batches[0].take(rows)
+        else:
+            which = np.searchsorted(starts, rows, side="right") - 1
+            at = (rows - starts[which]).tolist()
+            taken = _concat([batches[b].slice(r, 1) for b, r in zip(which.tolist(), at, strict=True)])
         values = []
         for c in self.columns:
             col = column_values(taken.column(c))
@@ -213,7 +239,57 @@ class HuggingFaceSource:
             if kind is not None:
                 col = [media_value(v, c, kind, int(k), self.decode) for v, k in zip(col, keys.tolist(), strict=True)]
             values.append(col)
+        if not values:
+            return [{} for _ in range(keys.size)]
         return [dict(zip(self.columns, vals, strict=True)) for vals in zip(*values, strict=True)]
+
+    def block_boundaries(self, min_records: int = 1) -> np.ndarray:
+        """The first key of each natural block (int64, strictly increasing, from 0), as
+        :class:`thresher.sources.protocol.BlockedSource` asks: the table's Arrow record
+        batches (each Arrow file's, in order), consecutive ones joined until a block holds
+        at least ``min_records``. ``thresher.BlockShuffle.of_source`` asks for these. A
+        ``select`` view in ascending order keeps the batches' cuts (mapped to its keys); a
+        ``shuffle`` view has no storage order, so its blocks are plain runs of
+        ``min_records`` keys.
+
+        Example:
+            >>> import pyarrow as pa
+            >>> t = pa.Table.from_batches([pa.record_batch({"x": [0, 1, 2]}), pa.record_batch({"x": [3, 4]})])
+            >>> src = HuggingFaceSource(t)
+            >>> src.block_boundaries().tolist(), src.block_boundaries(4).tolist()
+            ([0, 3], [0])
+        """
+        step = max(1, int(min_records))
+        if not self._sorted_view:
+            return np.arange(0, self._len, step, dtype=np.int64)
+        _, starts = self._record_batches()
+        cuts = starts if self._indices is None else np.searchsorted(self._indices, starts, side="left")
+        return join_blocks(np.concatenate([[0], cuts, [self._len]]), step)
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of what the record keys mean: the Arrow files (path, size, modification
+        time) or, for a table held in memory, its contents (digested once, O(its bytes));
+        the ``select``/``shuffle`` index, the columns and ``decode``. Equal fingerprints,
+        equal records.
+
+        Example:
+            >>> import pyarrow as pa
+            >>> a, b = HuggingFaceSource(pa.table({"x": [1, 2]})), HuggingFaceSource(pa.table({"x": [1, 3]}))
+            >>> a.fingerprint == HuggingFaceSource(pa.table({"x": [1, 2]})).fingerprint, a.fingerprint == b.fingerprint
+            (True, False)
+        """
+        if self._fingerprint is None:
+            h = hashlib.sha256()
+            if self._file_stats is not None:
+                h.update(json.dumps(self._file_stats).encode())
+            else:
+                _digest_table(h, self._arrow())
+            h.update(json.dumps({"columns": self.columns, "decode": self.decode, "rows": self._rows}).encode())
+            if self._indices is not None:
+                h.update(np.ascontiguousarray(self._indices, dtype="<i8").tobytes())
+            self._fingerprint = h.hexdigest()[:16]
+        return self._fingerprint
 
     def _spill(self) -> str:
         """Writes the in-memory table to a temporary Arrow file (once), for other processes."""
@@ -233,6 +309,7 @@ class HuggingFaceSource:
             self._spill()
         state = self.__dict__.copy()
         state["_table"] = None
+        state["_batches"] = None
         del state["_lock"]
         return state
 
@@ -243,6 +320,34 @@ class HuggingFaceSource:
     def __repr__(self) -> str:
         where = f"{self._files[0]!r}{' ...' if len(self._files) > 1 else ''}" if self._files else "in memory"
         return f"HuggingFaceSource(<{self._len} records, {where}>)"
+
+
+def _concat(pieces: list[Any]) -> Any:
+    """Record batches (one schema) as one record batch."""
+    pa = pyarrow(_WHAT)
+    concat = getattr(pa, "concat_batches", None)  # pyarrow >= 19
+    if concat is not None:
+        return concat(pieces)
+    return pa.Table.from_batches(pieces).combine_chunks()
+
+
+def _digest_table(h: Any, table: Any) -> None:
+    """Feeds ``table``'s schema and rows (in Arrow's IPC stream form) to hash ``h``."""
+    pa = pyarrow(_WHAT)
+
+    class _Sink:
+        def write(self, data: Any) -> int:
+            view = memoryview(data)
+            h.update(view)
+            return view.nbytes
+
+        def flush(self) -> None:
+            pass
+
+        closed = False
+
+    with pa.ipc.new_stream(pa.PythonFile(_Sink(), mode="w"), table.schema) as writer:
+        writer.write_table(table)
 
 
 def _remove(path: str, pid: int) -> None:
