@@ -48,6 +48,7 @@ from thresher.errors import ConfigError, ConfigTypeError, RandomAccessError
 from thresher.loader.data_loader import DataLoader
 from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S, LoaderOptions, WorkerMode
 from thresher.randomness.seeds import check_seed
+from thresher.samplers.block_shuffle import BlockShuffle
 from thresher.samplers.sharding import ShardOptions
 from thresher.sources.in_memory import InMemoryDataSource
 from thresher.sources.range import RangeDataSource
@@ -170,20 +171,35 @@ class Dataset:
     def _then(self, make: Callable[[int], N.Node]) -> Dataset:
         return Dataset((*self._nodes, make(len(self._nodes))), optimize=self._optimize)
 
-    def shuffle(self, seed: int) -> Dataset:
+    def shuffle(self, seed: int, *, block: BlockShuffle | None = None) -> Dataset:
         """A global shuffle: a keyed bijection of positions (O(1) memory), new every epoch.
 
         Only maps and filters may come before it in a stage (they commute with it);
         after a random map, a batch or a repeat it shuffles the elements of what
         came before (a new stage).
 
+        ``block``: a :class:`thresher.BlockShuffle` shuffles blocks of consecutive
+        elements, then elements within windows of blocks, so that a reader fetches each
+        chunk of a bucket once per epoch (see the block-shuffle guide). For the source's
+        own chunks (ArrayRecord chunks, Parquet row groups, tar shards, a prepared or TFDS
+        split's shards) pass ``th.BlockShuffle.of_source(source)`` and shuffle right after
+        the source. Exact resume and the same elements for every worker count hold as for
+        the full shuffle.
+
         Example:
             >>> import thresher as th
             >>> sorted(th.Dataset.range(5).shuffle(seed=7))
             [0, 1, 2, 3, 4]
+            >>> ds = th.Dataset.range(16).shuffle(seed=7, block=th.BlockShuffle(block_size=4, window_blocks=2))
+            >>> first = list(ds)[:8]
+            >>> sorted(first), sorted({x // 4 for x in first})   # a window: two whole blocks of 4 elements
+            ([0, 1, 2, 3, 4, 5, 6, 7], [0, 1])
         """
         s = check_seed(seed, "shuffle seed")
-        return self._then(lambda at: N.Shuffle(at=at, seed=s))
+        if block is not None and not isinstance(block, BlockShuffle):
+            raise ConfigTypeError(f"shuffle block must be a thresher.BlockShuffle (or None for a full shuffle), "
+                                  f"got {block!r}")
+        return self._then(lambda at: N.Shuffle(at=at, seed=s, block=block))
 
     def repeat(self, num_epochs: int | None = None, *, reseed_each_epoch: bool = True) -> Dataset:
         """Repeats ``num_epochs`` times (None: forever). Put it before ``batch``.

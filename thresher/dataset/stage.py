@@ -25,11 +25,12 @@ from thresher.dataset.views import StageView, not_hole
 from thresher.errors import ConfigError
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.options import LoaderOptions
+from thresher.samplers.block_shuffle import BlockShuffle
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.samplers.sharding import ShardOptions
 from thresher.transforms import Batch, FilterTransform, RandomMapTransform, plan_operations
 
-__all__ = ["AfterEngine", "CompileContext", "PackFront", "Stage", "close_stage", "stage_line"]
+__all__ = ["AfterEngine", "CompileContext", "PackFront", "Stage", "close_stage", "shuffle_text", "stage_line"]
 
 #: The workers of a chain without ``prefetch`` (none), and a prefetch's defaults (2 chunks per worker).
 PREFETCH_DEFAULTS = LoaderOptions(worker_buffer_size=2)
@@ -43,6 +44,7 @@ class Stage:
     label: str
     endless_source: bool = False
     shuffle: int | None = None
+    block: BlockShuffle | None = None  # with ``shuffle``: a block shuffle instead of a full one
     epochs: int | None = 1
     record_ops: list[Any] = field(default_factory=list)
     batch: Batch | None = None
@@ -77,9 +79,10 @@ class Stage:
         """The source and sampler the engine runs; ``endless``: the stage without an end."""
         epochs = None if endless or self.endless_source else self.epochs
         if self.reseed and epochs != 1 and not self.endless_source and getattr(self.source, "varies_by_epoch", False):
-            view = RepeatView(self.source, shuffle=self.shuffle, num_epochs=epochs)
+            view = RepeatView(self.source, shuffle=self.shuffle, num_epochs=epochs, block=self.block)
             return view, repeated_sampler(view, self.shuffle, shard)
-        return self.source, IndexSampler(len(self.source), shuffle=self.shuffle is not None, seed=self.shuffle,
+        shuffle: bool | BlockShuffle = self.block if self.block is not None else self.shuffle is not None
+        return self.source, IndexSampler(len(self.source), shuffle=shuffle, seed=self.shuffle,
                                          num_epochs=epochs, shard_options=shard)
 
     def operations(self) -> list[Any]:
@@ -157,10 +160,18 @@ class CompileContext:
         return index
 
 
+def shuffle_text(seed: int, block: BlockShuffle | None) -> str:
+    """``shuffle(seed=1)``, or ``shuffle(seed=1, block=BlockShuffle(512 x 128))`` for a block shuffle."""
+    if block is None:
+        return f"shuffle(seed={seed})"
+    natural = ", natural boundaries" if block.boundaries is not None else ""
+    return f"shuffle(seed={seed}, block=BlockShuffle({block.block_size} x {block.window_blocks}{natural}))"
+
+
 def stage_line(stage: Stage) -> str:
     parts = [stage.label]
     if stage.shuffle is not None:
-        parts.append(f"shuffle(seed={stage.shuffle})")
+        parts.append(shuffle_text(stage.shuffle, stage.block))
     if stage.epochs != 1:
         parts.append(f"repeat({stage.epochs})")
     parts.extend(stage.steps)
