@@ -206,9 +206,11 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     add(w, workers, label, th, other, value, "records/s",
                         TARGETS.get((w, workers, label.split(" (")[0] if "bare" in label else label)), which)
                     # The same ratio per CPU second (workers included): robust to other load on the machine.
+                    # Records per CPU second of W bare loops are those of one (W times the records, W times
+                    # the CPU): no multiplier here.
                     cpu_th = th.get("records_per_cpu_s") if th else None
                     cpu_other = other.get("records_per_cpu_s") if other else None
-                    out[-1]["cpu_ratio"] = cpu_th / (cpu_other * mult) if cpu_th and cpu_other else None
+                    out[-1]["cpu_ratio"] = cpu_th / cpu_other if cpu_th and cpu_other else None
 
     _shuffle_cost(rows, out)
     w4 = {r["name"]: r for r in rows if r["workload"] == "W4" and r.get("restore_s")}

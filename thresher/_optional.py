@@ -41,6 +41,7 @@ EXTRAS = {
     "gcsfs": "remote",
     "botocore": "remote",
     "cramjam": "remote",
+    "zstandard": "remote",
     "sklearn": "demo",
     "tqdm": "demo",
 }

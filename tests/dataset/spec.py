@@ -93,8 +93,8 @@ def build(spec: dict[str, Any], worker_count: int | None = None, optimize: bool 
     ds = _source(spec["source"])
     for step in spec["steps"]:
         name, args = step[0], step[1:]
-        if name == "shuffle":
-            ds = ds.shuffle(args[0])
+        if name == "shuffle":  # ["shuffle", seed] or, a block shuffle, ["shuffle", seed, block_size, window_blocks]
+            ds = ds.shuffle(args[0], block=th.BlockShuffle(args[1], args[2]) if len(args) > 1 else None)
         elif name == "repeat":
             ds = ds.repeat(args[0], reseed_each_epoch=args[1] if len(args) > 1 else True)
         elif name == "map":
@@ -134,12 +134,19 @@ def take(ds_or_it: Any, limit: int) -> list[str]:
 
 
 # -- random chains ------------------------------------------------------------------------------------
+def random_shuffle(r: random.Random) -> list[Any]:
+    """A full shuffle step, or (one in three) a block shuffle of small blocks and windows."""
+    if r.random() < 2 / 3:
+        return ["shuffle", r.randrange(2**64)]
+    return ["shuffle", r.randrange(2**64), r.randint(1, 8), r.randint(1, 4)]
+
+
 def random_component(r: random.Random, files: list[str] | None) -> dict[str, Any]:
     """A random-access, endless or finite chain (a mix component)."""
     src: list[Any] = ["range", r.randint(1, 40)] if files is None or r.random() < 0.6 else ["files", files]
     steps: list[list[Any]] = []
     if r.random() < 0.7:
-        steps.append(["shuffle", r.randrange(2**64)])
+        steps.append(random_shuffle(r))
     if r.random() < 0.4:
         steps.append(["map", r.choice(["inc", "scramble"])])
     if r.random() < 0.3:
@@ -189,7 +196,7 @@ def random_spec(r: random.Random, files: list[str] | None = None) -> dict[str, A
             steps.append(["filter"])
             random_access = False
         elif op == "shuffle":
-            steps.append(["shuffle", r.randrange(2**64)])
+            steps.append(random_shuffle(r))
         elif op == "cache":
             steps.append(["cache"])
         elif op == "slice":

@@ -132,6 +132,9 @@ OP_SPECS = [
     {"source": ["range", 40], "steps": [["shard", 1, 3, True], ["shuffle", 8], ["batch", 3, False]]},
     {"source": ["range", 40], "steps": [["map", "inc"], ["cache"], ["shuffle", 4], ["repeat", 2]]},
     {"source": ["tokens", 60], "steps": [["shuffle", 2], ["pack", 64, 8], ["batch", 3, False]]},
+    {"source": ["range", 37], "steps": [["shuffle", 3, 4, 2], ["batch", 3, False]]},
+    {"source": ["range", 40], "steps": [["random_map", 2], ["shuffle", 5, 3, 3], ["repeat", 2]]},
+    {"source": ["range", 40], "steps": [["shard", 1, 3, True], ["shuffle", 8, 5, 2], ["batch", 3, False]]},
 ]
 LIMIT = 80
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 
 from thresher.loader.pool.worker_start import start_method
 
@@ -100,3 +101,28 @@ def test_a_multiprocessing_job_of_the_users_own_still_finds_the_main_modules_fun
     assert out.stdout.split() == ["[0,", "1,", "4,", "9]", "[0,", "1,", "4,", "9]"]
     ran = (tmp_path / "job.py.log").read_text().split()
     assert len(ran) == 2  # this process, and the pool's worker when it looked `square` up
+
+
+NEVER_ITERATES = """\
+import os
+
+with open(__file__ + ".log", "a") as log:
+    log.write(f"{os.getpid()}\\n")
+
+import thresher as th
+
+if __name__ == "__main__":  # the fork server starts here, in the background; the script ends at once
+    th.DataLoader(th.sources.RangeDataSource(0, 4), th.IndexSampler(4), [abs], worker_count=2)
+"""
+
+
+def test_a_script_that_ends_while_the_fork_server_starts_runs_its_top_level_once(tmp_path) -> None:
+    """The server, finding its training process gone, exits: nothing it forks runs the script."""
+    script = tmp_path / "short.py"
+    script.write_text(NEVER_ITERATES)
+    for _ in range(3):
+        out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                             cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+    time.sleep(5.0)  # a server left behind would have finished its imports and forked by now
+    assert len((tmp_path / "short.py.log").read_text().split()) == 3

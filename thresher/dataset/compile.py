@@ -37,7 +37,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -46,10 +46,10 @@ from thresher.dataset.mix import MixView
 from thresher.dataset.nodes.sources import component_view
 from thresher.dataset.rebatch import RebatchFront
 from thresher.dataset.repeat import RepeatView
-from thresher.dataset.stage import CompileContext, PackFront, Stage, stage_line
+from thresher.dataset.stage import PREFETCH_DEFAULTS, CompileContext, PackFront, Stage, stage_line
 from thresher.errors import ConfigError
 from thresher.loader.data_loader import DataLoader
-from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S
+from thresher.loader.options import LoaderOptions
 from thresher.loader.state import stream_identity
 from thresher.samplers.index_sampler import IndexSampler
 
@@ -73,14 +73,9 @@ class CompiledLoader(DataLoader):
     """
 
     def __init__(self, source: Any, sampler: IndexSampler, operations: Sequence[Any], *, chain_digest: str,
-                 worker_count: int = 0, buffer: int | None = None, chunk_size: int | None = None,
-                 worker_mode: str = "process", worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
-                 warm_start: bool = False) -> None:
-        super().__init__(source, sampler, operations, worker_count=worker_count, chunk_size=chunk_size,
-                         worker_buffer_size=2 if buffer is None else buffer,
-                         worker_mode="thread" if worker_mode == "thread" else "process",
-                         worker_timeout_s=worker_timeout_s, warm_start=warm_start)
+                 options: LoaderOptions = PREFETCH_DEFAULTS) -> None:
         self.chain_digest = chain_digest
+        self._init(source, sampler, operations, options)
 
     @cached_property
     def stream(self) -> dict[str, Any]:
@@ -134,14 +129,8 @@ def compile_chain(nodes: Sequence[N.Node], *, chain_digest: str, prefix_digest: 
         (2, ['stage 0: RangeDataSource(0, 8, 1) -> shuffle(seed=1) -> Batch(4, drop_remainder=False)'])
     """
     prefetch = [n for n in nodes if isinstance(n, N.Prefetch)]
-    worker_count = prefetch[-1].worker_count if prefetch else 0
-    buffer = prefetch[-1].buffer if prefetch else None
-    mode = prefetch[-1].worker_mode if prefetch else "process"
-    timeout = prefetch[-1].worker_timeout_s if prefetch else DEFAULT_WORKER_TIMEOUT_S
-    warm = prefetch[-1].warm_start if prefetch else False
-    ctx = CompileContext(salt=0, prefix_digest=prefix_digest, worker_count=worker_count, buffer=buffer,
-                         mix_segment=mix_segment, worker_mode=mode, worker_timeout_s=timeout, warm_start=warm,
-                         build=_build)
+    options = prefetch[-1].options if prefetch else PREFETCH_DEFAULTS
+    ctx = CompileContext(salt=0, prefix_digest=prefix_digest, options=options, mix_segment=mix_segment, build=_build)
     stage = _build(nodes, ctx)
     shard = ctx.shard
     front = ctx.after if isinstance(ctx.after, PackFront) else None
@@ -155,10 +144,9 @@ def compile_chain(nodes: Sequence[N.Node], *, chain_digest: str, prefix_digest: 
         # The stream differs from what a thresher that reused the first epoch's draws
         # gave: a state saved by one must not restore into the other.
         chain_digest = f"{chain_digest}+reseed"
-    loader = CompiledLoader(source, sampler, stage.operations(), chain_digest=chain_digest,
-                            worker_count=worker_count, buffer=buffer, worker_mode=mode,
-                            worker_timeout_s=timeout, warm_start=warm,
-                            chunk_size=_PACK_CHUNK_WINDOWS if front is not None else None)
+    if front is not None:
+        options = replace(options, chunk_size=_PACK_CHUNK_WINDOWS)
+    loader = CompiledLoader(source, sampler, stage.operations(), chain_digest=chain_digest, options=options)
     in_order = stage.shuffle is None and (stage.epochs == 1 or stage.endless_source)
     mix = stage.source if isinstance(stage.source, MixView) and in_order else None
     endless = stage.endless

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from thresher._validate import user_path
+from thresher._validate import check_count, is_int, is_seconds, user_path
 from thresher.dataset import nodes as N
 from thresher.dataset.compile import Compiled, compile_chain
 from thresher.dataset.iterator import DatasetIterator, PackIterator
@@ -48,6 +48,7 @@ from thresher.errors import ConfigError, ConfigTypeError, RandomAccessError
 from thresher.loader.data_loader import DataLoader
 from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S, LoaderOptions, WorkerMode
 from thresher.randomness.seeds import check_seed
+from thresher.samplers.block_shuffle import BlockShuffle
 from thresher.samplers.sharding import ShardOptions
 from thresher.sources.in_memory import InMemoryDataSource
 from thresher.sources.range import RangeDataSource
@@ -58,11 +59,7 @@ __all__ = ["Dataset"]
 
 
 def _positive_int(value: Any, what: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ConfigTypeError(f"{what} must be an int >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{what} must be an int >= {minimum}, got {value!r}")
-    return int(value)
+    return check_count(value, what, minimum=minimum, type_error=ConfigTypeError)
 
 
 def _callable(fn: Any, what: str) -> None:
@@ -174,20 +171,35 @@ class Dataset:
     def _then(self, make: Callable[[int], N.Node]) -> Dataset:
         return Dataset((*self._nodes, make(len(self._nodes))), optimize=self._optimize)
 
-    def shuffle(self, seed: int) -> Dataset:
+    def shuffle(self, seed: int, *, block: BlockShuffle | None = None) -> Dataset:
         """A global shuffle: a keyed bijection of positions (O(1) memory), new every epoch.
 
         Only maps and filters may come before it in a stage (they commute with it);
         after a random map, a batch or a repeat it shuffles the elements of what
         came before (a new stage).
 
+        ``block``: a :class:`thresher.BlockShuffle` shuffles blocks of consecutive
+        elements, then elements within windows of blocks, so that a reader fetches each
+        chunk of a bucket once per epoch (see the block-shuffle guide). For the source's
+        own chunks (ArrayRecord chunks, Parquet row groups, tar shards, a prepared or TFDS
+        split's shards) pass ``th.BlockShuffle.of_source(source)`` and shuffle right after
+        the source. Exact resume and the same elements for every worker count hold as for
+        the full shuffle.
+
         Example:
             >>> import thresher as th
             >>> sorted(th.Dataset.range(5).shuffle(seed=7))
             [0, 1, 2, 3, 4]
+            >>> ds = th.Dataset.range(16).shuffle(seed=7, block=th.BlockShuffle(block_size=4, window_blocks=2))
+            >>> first = list(ds)[:8]
+            >>> sorted(first), sorted({x // 4 for x in first})   # a window: two whole blocks of 4 elements
+            ([0, 1, 2, 3, 4, 5, 6, 7], [0, 1])
         """
         s = check_seed(seed, "shuffle seed")
-        return self._then(lambda at: N.Shuffle(at=at, seed=s))
+        if block is not None and not isinstance(block, BlockShuffle):
+            raise ConfigTypeError(f"shuffle block must be a thresher.BlockShuffle (or None for a full shuffle), "
+                                  f"got {block!r}")
+        return self._then(lambda at: N.Shuffle(at=at, seed=s, block=block))
 
     def repeat(self, num_epochs: int | None = None, *, reseed_each_epoch: bool = True) -> Dataset:
         """Repeats ``num_epochs`` times (None: forever). Put it before ``batch``.
@@ -308,7 +320,7 @@ class Dataset:
         if step == 0:
             raise ConfigError("slice step must not be 0")
         for v in (start, stop, step):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+            if v is not None and not is_int(v):
                 raise ConfigTypeError(f"slice bounds must be ints or None, got {v!r}")
         return self._then(lambda at: N.Slice(at=at, start=start, stop=stop, step=step))
 
@@ -343,15 +355,16 @@ class Dataset:
         """
         w = _positive_int(worker_count, "prefetch worker_count", 0)
         b = _positive_int(buffer, "prefetch buffer")
-        options = LoaderOptions(w, worker_mode=worker_mode, worker_timeout_s=worker_timeout_s)  # checked
+        options = LoaderOptions(w, worker_buffer_size=b, worker_mode=worker_mode,
+                                worker_timeout_s=worker_timeout_s)  # checked
         if not isinstance(warm_start, bool):
             raise ConfigError(f"prefetch warm_start must be True or False, got {warm_start!r}")
+        options = replace(options, warm_start=warm_start)
         if w and options.worker_mode == "process":
             from thresher.loader.warm_start import start_early
 
             start_early()  # the fork server, while the model is built: the first iterator's workers then start fast
-        return self._then(lambda at: N.Prefetch(at=at, worker_count=w, buffer=b, worker_mode=str(options.worker_mode),
-                                                worker_timeout_s=options.worker_timeout_s, warm_start=warm_start))
+        return self._then(lambda at: N.Prefetch(at=at, options=options))
 
     def cache(self, path: str | os.PathLike[str] | None = None, *, max_bytes: int | None = None,
               serializer: Any = None, timeout_s: float = 3600.0,
@@ -381,7 +394,7 @@ class Dataset:
             _positive_int(max_bytes, "cache max_bytes", 0)
         if serializer is not None and not (hasattr(serializer, "dumps") and hasattr(serializer, "loads")):
             raise ConfigError("cache serializer needs dumps() and loads() (like the pickle module)")
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+        if not is_seconds(timeout_s):
             raise ConfigError(f"cache timeout_s must be a number of seconds > 0, got {timeout_s!r}")
         p = None if path is None else user_path(path)
         so = dict(storage_options) if storage_options is not None else None
@@ -524,7 +537,7 @@ class Dataset:
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
             return self.slice(index.start, index.stop, index.step)
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        if not is_int(index):
             raise TypeError(f"Dataset indices are ints or slices, got {index!r}")
         self._no_random_access("ds[i]")
         i = int(index)

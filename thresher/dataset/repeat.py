@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from thresher.dataset.views import ENDLESS, read_extended
+from thresher.samplers.block_shuffle import BlockShuffle
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.samplers.sharding import ShardOptions
 from thresher.sources.protocol import check_key
@@ -37,12 +38,15 @@ __all__ = ["RepeatView", "repeated_sampler"]
 
 class RepeatView:
     """``num_epochs`` epochs of ``source`` (None: forever), epoch e shuffled by the
-    sampler's permutation of epoch e and read from the source's epoch e."""
+    sampler's permutation of epoch e (a block shuffle's with ``block``) and read from the
+    source's epoch e."""
 
-    def __init__(self, source: Any, *, shuffle: int | None, num_epochs: int | None) -> None:
+    def __init__(self, source: Any, *, shuffle: int | None, num_epochs: int | None,
+                 block: BlockShuffle | None = None) -> None:
         self._source = source
         self._records = len(source)
-        self._sampler = IndexSampler(self._records, shuffle=shuffle is not None, seed=shuffle, num_epochs=None)
+        order: bool | BlockShuffle = block if block is not None and shuffle is not None else shuffle is not None
+        self._sampler = IndexSampler(self._records, shuffle=order, seed=shuffle, num_epochs=None)
         self._len = ENDLESS if num_epochs is None else num_epochs * self._records
         self._label = f"RepeatView({source!r}, num_epochs={num_epochs})"
 

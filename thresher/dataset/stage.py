@@ -24,12 +24,16 @@ from thresher.dataset.repeat import RepeatView, repeated_sampler
 from thresher.dataset.views import StageView, not_hole
 from thresher.errors import ConfigError
 from thresher.loader.chunk import ChunkProcessor
-from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S
+from thresher.loader.options import LoaderOptions
+from thresher.samplers.block_shuffle import BlockShuffle
 from thresher.samplers.index_sampler import IndexSampler
 from thresher.samplers.sharding import ShardOptions
 from thresher.transforms import Batch, FilterTransform, RandomMapTransform, plan_operations
 
-__all__ = ["AfterEngine", "CompileContext", "PackFront", "Stage", "close_stage", "stage_line"]
+__all__ = ["AfterEngine", "CompileContext", "PackFront", "Stage", "close_stage", "shuffle_text", "stage_line"]
+
+#: The workers of a chain without ``prefetch`` (none), and a prefetch's defaults (2 chunks per worker).
+PREFETCH_DEFAULTS = LoaderOptions(worker_buffer_size=2)
 
 
 @dataclass
@@ -40,6 +44,7 @@ class Stage:
     label: str
     endless_source: bool = False
     shuffle: int | None = None
+    block: BlockShuffle | None = None  # with ``shuffle``: a block shuffle instead of a full one
     epochs: int | None = 1
     record_ops: list[Any] = field(default_factory=list)
     batch: Batch | None = None
@@ -74,9 +79,10 @@ class Stage:
         """The source and sampler the engine runs; ``endless``: the stage without an end."""
         epochs = None if endless or self.endless_source else self.epochs
         if self.reseed and epochs != 1 and not self.endless_source and getattr(self.source, "varies_by_epoch", False):
-            view = RepeatView(self.source, shuffle=self.shuffle, num_epochs=epochs)
+            view = RepeatView(self.source, shuffle=self.shuffle, num_epochs=epochs, block=self.block)
             return view, repeated_sampler(view, self.shuffle, shard)
-        return self.source, IndexSampler(len(self.source), shuffle=self.shuffle is not None, seed=self.shuffle,
+        shuffle: bool | BlockShuffle = self.block if self.block is not None else self.shuffle is not None
+        return self.source, IndexSampler(len(self.source), shuffle=shuffle, seed=self.shuffle,
                                          num_epochs=epochs, shard_options=shard)
 
     def operations(self) -> list[Any]:
@@ -130,17 +136,12 @@ class PackFront:
 class CompileContext:
     """What the compilation of one chain (or of one component of a mix) shares between its nodes."""
 
-    def __init__(self, *, salt: int, prefix_digest: Callable[[int], str] | None, worker_count: int,
-                 buffer: int | None, mix_segment: tuple[int, list[int]] | None = None,
-                 worker_mode: str = "process", worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S,
-                 warm_start: bool = False, build: Callable[[Any, CompileContext], Stage] | None = None) -> None:
+    def __init__(self, *, salt: int, prefix_digest: Callable[[int], str] | None, options: LoaderOptions,
+                 mix_segment: tuple[int, list[int]] | None = None,
+                 build: Callable[[Any, CompileContext], Stage] | None = None) -> None:
         self.salt = salt
-        self.warm_start = warm_start
         self.prefix_digest = prefix_digest
-        self.worker_count = worker_count
-        self.worker_mode = worker_mode
-        self.worker_timeout_s = worker_timeout_s
-        self.buffer = buffer
+        self.options = options  # the chain's workers (its last prefetch's), for every DataLoader it builds
         self.mix_segment = mix_segment
         self.stages: list[str] = []
         self.reseeded = False  # a stage reads the epochs of a view that changes by epoch
@@ -150,9 +151,7 @@ class CompileContext:
 
     def component(self, salt: int, prefix_digest: Callable[[int], str] | None) -> CompileContext:
         """A context for a component chain (of a mix or an interleave): the same workers, its own salt."""
-        return CompileContext(salt=salt, prefix_digest=prefix_digest, worker_count=self.worker_count,
-                              buffer=self.buffer, worker_mode=self.worker_mode,
-                              worker_timeout_s=self.worker_timeout_s, warm_start=self.warm_start, build=self.build)
+        return CompileContext(salt=salt, prefix_digest=prefix_digest, options=self.options, build=self.build)
 
     def record_stage(self, stage: Stage, note: str = "") -> int:
         """Writes ``stage``'s line into the compiled stages; returns its index."""
@@ -161,10 +160,18 @@ class CompileContext:
         return index
 
 
+def shuffle_text(seed: int, block: BlockShuffle | None) -> str:
+    """``shuffle(seed=1)``, or ``shuffle(seed=1, block=BlockShuffle(512 x 128))`` for a block shuffle."""
+    if block is None:
+        return f"shuffle(seed={seed})"
+    natural = ", natural boundaries" if block.boundaries is not None else ""
+    return f"shuffle(seed={seed}, block=BlockShuffle({block.block_size} x {block.window_blocks}{natural}))"
+
+
 def stage_line(stage: Stage) -> str:
     parts = [stage.label]
     if stage.shuffle is not None:
-        parts.append(f"shuffle(seed={stage.shuffle})")
+        parts.append(shuffle_text(stage.shuffle, stage.block))
     if stage.epochs != 1:
         parts.append(f"repeat({stage.epochs})")
     parts.extend(stage.steps)

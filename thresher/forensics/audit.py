@@ -47,7 +47,7 @@ from thresher.errors import InvalidStateError
 from thresher.loader.exclusions import Consumed
 from thresher.loader.ledger import LEDGER_SUFFIX, decode_line
 from thresher.loader.skips import SkipRanges
-from thresher.samplers.geometry import ShardGeometry
+from thresher.samplers.geometry import Geometry
 from thresher.samplers.index_sampler import IndexSampler
 
 __all__ = ["AuditReport", "audit"]
@@ -125,7 +125,7 @@ class _Stream:
                 return np.zeros(g.shape, dtype=bool)
             return Consumed.from_json(consumed).contains(g)
         P, b, s, _ = key
-        start = ShardGeometry(s, P, b).to_global(self.first_at or 0)
+        start = Geometry(s, P, b).to_global(self.first_at or 0)
         return ((g // b) % P == s) & (g < start)
 
     def resume(self, begin: dict[str, Any], where: str) -> None:
@@ -182,7 +182,7 @@ def _read(path: str, streams: dict[_Key, _Stream], ends: dict[_Key, int]) -> tup
                     current.parent = parent
                     P, b = _int(layer, "shards", where), _int(layer, "block", where)
                     for s, g in enumerate(layer.get("next") or []):
-                        ends[(P, b, s, parent)] = ShardGeometry(s, P, b).first_at_or_after(int(g))
+                        ends[(P, b, s, parent)] = Geometry(s, P, b).first_at_or_after(int(g))
             elif kind in ("s", "end"):
                 if current is None:
                     raise InvalidStateError(f"{where}: a step before any begin line; this is not a thresher ledger")
@@ -195,7 +195,7 @@ def _read(path: str, streams: dict[_Key, _Stream], ends: dict[_Key, int]) -> tup
 
 def _positions(key: _Key, stream: _Stream) -> np.ndarray:
     P, b, s, _ = key
-    geometry = ShardGeometry(s, P, b)
+    geometry = Geometry(s, P, b)
     parts = [geometry.to_global_array(np.arange(a, e, dtype=np.int64)) for a, e in stream.ranges if e > a]
     g = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     consumed = stream.begin.get("consumed")
@@ -238,7 +238,7 @@ def audit(directory: str | os.PathLike[str]) -> AuditReport:
         skips, blocked = skips.union(stream.skips), blocked.union(stream.blocked)
         if key not in ends:  # still running at the end of the ledgers
             last = stream.ranges[-1][1] if stream.ranges else _int(stream.begin, "at", "begin")
-            reached = ShardGeometry(key[2], key[0], key[1]).to_global(last)
+            reached = Geometry(key[2], key[0], key[1]).to_global(last)
             frontier = reached if frontier is None else min(frontier, reached)
     info: Any = next(iter(streams.values())).begin.get("stream")
     try:

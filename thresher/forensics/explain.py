@@ -31,7 +31,8 @@ from thresher.forensics.ledger_steps import steps_at
 from thresher.forensics.provenance import PackedSegments, StepProvenance, provenance
 from thresher.loader.skips import SkipRanges
 from thresher.loader.state_types import LoaderState
-from thresher.loader.steps import StepGeometry, data_dependent_reason, step_geometry
+from thresher.loader.steps import data_dependent_reason, step_geometry
+from thresher.samplers.geometry import Geometry
 
 __all__ = ["PackedSegments", "StepProvenance", "explain"]
 
@@ -135,7 +136,7 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
     step = int(step)
     if ledger is not None and data_dependent_reason(processor) is not None:
         return _from_ledger(processor, engine, step, process_index, ledger, blocked)
-    geo: StepGeometry = step_geometry(processor)
+    geo: Geometry = step_geometry(processor)
     if (step + 1) * geo.global_batch > _MAX_POSITION:
         raise ConfigError(f"step {step} lies past global position 2**62, the limit of thresher's 64-bit positions")
     procs = range(geo.shard_count) if process_index is None else [int(process_index)]
@@ -143,13 +144,14 @@ def explain(loader: Any, step: int, process_index: int | None = None, *,
         raise ConfigError(f"process_index must be in [0, {geo.shard_count}), got {process_index!r}")
     pieces: list[tuple[int, np.ndarray, np.ndarray]] = []
     for i in procs:
-        span = geo.local_range(step, i)
+        shard = geo.shard(i)
+        span = shard.step_range(step)
         if span is not None:
             local = np.arange(span[0], span[1], dtype=np.int64)
-            pieces.append((i, local, geo.shard(i).to_global_array(local)))
+            pieces.append((i, local, shard.to_global_array(local)))
     if not pieces:
-        raise ConfigError(f"step {step} is past the end of the stream: it has {geo.num_steps(procs[0])} steps "
-                          f"on process {procs[0]} ({geo.total} global positions, batch size {geo.batch_size})")
+        raise ConfigError(f"step {step} is past the end of the stream: it has {geo.shard(procs[0]).num_steps()} steps "
+                          f"on process {procs[0]} ({geo.total} global positions, batch size {geo.step_size})")
     G = geo.global_batch
     skipped = bool(skips) and skips.intersects(step * G, (step + 1) * G)
     return provenance(processor, step, skipped, pieces, blocked)

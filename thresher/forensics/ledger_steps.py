@@ -44,7 +44,7 @@ from thresher._validate import is_int, user_path
 from thresher.errors import ConfigError, IncompatibleStateError, InvalidStateError
 from thresher.loader.exclusions import Consumed
 from thresher.loader.ledger import LEDGER_SUFFIX, decode_ints, decode_line, ledger_path
-from thresher.samplers.geometry import ShardGeometry
+from thresher.samplers.geometry import Geometry
 
 __all__ = ["LedgerStep", "PackedStep", "PackedWindow", "ProcessSteps", "Stream", "check_fingerprint",
            "ledger_processes", "process_steps", "read_ledgers", "steps_at", "which_processes"]
@@ -91,7 +91,7 @@ class Stream:
 
     path: str
     line: int
-    geometry: ShardGeometry
+    geometry: Geometry
     fingerprint: str
     base: str
     first_at: int
@@ -186,8 +186,8 @@ def _packed_step(rec: dict[str, Any], where: str) -> PackedStep:
 
 def _begin(rec: dict[str, Any], where: str, path: str, line: int, streams: dict[tuple[int, int, int, str], Stream],
            ends: dict[tuple[int, int, int, str], int]) -> Stream:
-    g = ShardGeometry(_int(rec, "index", where, _MAX_SHARDS), _int(rec, "shards", where, _MAX_SHARDS, 1),
-                      _int(rec, "block", where, _MAX_WINDOW, 1))
+    g = Geometry(_int(rec, "index", where, _MAX_SHARDS), _int(rec, "shards", where, _MAX_SHARDS, 1),
+                 _int(rec, "block", where, _MAX_WINDOW, 1))
     if g.shard_index >= g.shard_count:
         raise InvalidStateError(f"{where}: shard index {g.shard_index} is not below the shard count {g.shard_count}")
     base = rec.get("base")
@@ -219,7 +219,7 @@ def _begin(rec: dict[str, Any], where: str, path: str, line: int, streams: dict[
             raise InvalidStateError(f"{where}: a merged checkpoint names {len(nexts)} positions for {P} shards")
         stream.parent = (P, b, parent)
         for s, nxt in enumerate(nexts):
-            ends[(P, b, s, parent)] = ShardGeometry(s, P, b).first_at_or_after(nxt)
+            ends[(P, b, s, parent)] = Geometry(s, P, b).first_at_or_after(nxt)
     return stream
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import check_count, is_int
 from thresher.errors import ConfigError, TransformError
 from thresher.sources.protocol import read_many, record_locations
 from thresher.transforms.kinds import ElementFailure, Operation
@@ -52,11 +53,12 @@ def check_policy(errors: str, max_skipped: MaxSkipped) -> None:
                           f"got {errors!r}")
     if max_skipped is None:
         return
-    if isinstance(max_skipped, bool) or not isinstance(max_skipped, (int, float)):
+    count = is_int(max_skipped, numpy=False)
+    if not count and (isinstance(max_skipped, bool) or not isinstance(max_skipped, float)):
         raise ConfigError(f"max_skipped must be a count (int >= 0), a fraction (float in [0, 1)) or None, "
                           f"got {max_skipped!r}")
-    if isinstance(max_skipped, int) and max_skipped < 0:
-        raise ConfigError(f"max_skipped as a count must be >= 0, got {max_skipped}")
+    if count:
+        check_count(max_skipped, "max_skipped as a count", minimum=0)
     if isinstance(max_skipped, float) and not 0.0 <= max_skipped < 1.0:
         raise ConfigError(f"max_skipped as a fraction must be in [0, 1), got {max_skipped}")
     if errors != "skip":

@@ -35,7 +35,7 @@ from collections import deque
 import numpy as np
 
 from thresher.loader.chunk import Chunk, ChunkProcessor
-from thresher.loader.producer import chunk_bounds
+from thresher.loader.producer import ChunkLoop
 from thresher.loader.profiling.stats import StatsRecorder
 
 __all__ = ["BUDGET_S", "CHEAP_S", "MAX_CHUNKS", "CoalescingProducer", "split_chunk"]
@@ -70,45 +70,41 @@ def split_chunk(chunk: Chunk, bounds: list[tuple[int, int]]) -> list[Chunk]:
     return out
 
 
-class CoalescingProducer:
+class CoalescingProducer(ChunkLoop):
     """Computes chunks like ``InProcessProducer`` (no read threads), several per call when cheap."""
 
     def __init__(self, processor: ChunkProcessor, start: int, stop: int | None, chunk_size: int,
                  stats: StatsRecorder | None = None) -> None:
+        super().__init__(start, stop, chunk_size)
         self._processor = processor
-        self._start, self._stop, self._chunk_size = start, stop, chunk_size
         self._stats = stats
-        self._index = 0  # chunks computed
         self._k = 1  # chunks per call
         self._failed = False  # a coalesced call failed: one chunk per call from then on
-        self._ready: deque[Chunk] = deque()
+        self._ready: deque[Chunk] = deque()  # the chunks from the index on, computed
 
-    def next_chunk(self) -> Chunk | None:
+    def _compute(self, index: int, bounds: tuple[int, int]) -> Chunk:
         if self._ready:
             return self._ready.popleft()
-        bounds = []
-        for j in range(self._k):
-            b = chunk_bounds(self._start, self._stop, self._chunk_size, self._index + j)
+        every = [bounds]
+        for j in range(1, self._k):
+            b = self.bounds(index + j)
             if b is None:
                 break
-            bounds.append(b)
-        if not bounds:
-            return None
+            every.append(b)
         began = time.monotonic_ns()
-        if len(bounds) > 1:
+        if len(every) > 1:
             try:
-                chunk = self._processor(bounds[0][0], bounds[-1][1])
+                chunk = self._processor(every[0][0], every[-1][1])
             except Exception:  # computed again chunk by chunk: the error comes where it belongs
                 self._failed, self._k = True, 1
-                return self.next_chunk()
+                return self._compute(index, bounds)
         else:
-            chunk = self._processor(*bounds[0])
-        self._adapt((time.monotonic_ns() - began) / 1e9 / len(bounds), len(bounds))
+            chunk = self._processor(*bounds)
+        self._adapt((time.monotonic_ns() - began) / 1e9 / len(every), len(every))
         if self._stats is not None and chunk.marks is not None:
-            self._stats.chunk(self._processor.stages, chunk.marks, index=self._index, start=bounds[0][0],
-                              stop=bounds[-1][1])
-        self._index += len(bounds)
-        self._ready.extend(split_chunk(chunk, bounds))
+            self._stats.chunk(self._processor.stages, chunk.marks, index=index, start=every[0][0],
+                              stop=every[-1][1])
+        self._ready.extend(split_chunk(chunk, every))
         return self._ready.popleft()
 
     def _adapt(self, per_chunk_s: float, k: int) -> None:

@@ -151,17 +151,21 @@ class DataLoader:
         skip_records: RecordKeys | None = None,
         ledger: str | os.PathLike[str] | None = None,
     ) -> None:
+        options = LoaderOptions(worker_count, chunk_size, worker_buffer_size, worker_mode, worker_timeout_s,
+                                read_options, warm_start)
+        self._init(data_source, sampler, operations, options, errors=errors, max_skipped=max_skipped,
+                   skip_records=skip_records, ledger=ledger)
+
+    def _init(self, data_source: Any, sampler: IndexSampler, operations: Sequence[Any], options: LoaderOptions, *,
+              errors: str = "raise", max_skipped: MaxSkipped = None, skip_records: RecordKeys | None = None,
+              ledger: str | os.PathLike[str] | None = None) -> None:
+        """The constructor, from the options as one object (what ``Dataset`` chains build loaders with)."""
         check_source(data_source)
         sampler = _check_sampler(sampler, IndexSampler)
-        #: The first chunks of each iterator with worker processes come from this process
-        #: while its workers start (thresher.loader.warm_start); the same batches.
-        self.warm_start = bool(warm_start)
         n = len(data_source)
         if sampler.num_records > n:
             raise ConfigError(f"the sampler has num_records={sampler.num_records} but the source {data_source!r} "
                               f"has only {n} records")
-        options = LoaderOptions(worker_count, chunk_size, worker_buffer_size, worker_mode,
-                                worker_timeout_s=worker_timeout_s)
         check_policy(errors, max_skipped)
         self.errors = errors
         self.plan = plan_operations(operations)
@@ -173,14 +177,10 @@ class DataLoader:
             sampler = sampler.with_block_size(block)
         self.sampler = sampler
         self.data_source = data_source
-        self.worker_count = options.worker_count
-        #: ``"process"``, ``"thread"``, or ``"auto"`` (``worker_count="auto"`` measures it).
-        self.worker_mode: WorkerMode = options.worker_mode or "process"
-        self.chunk_size = chunk_size = options.chunk_size_for(batch.batch_size if batch is not None else None)
-        self.worker_buffer_size = options.worker_buffer_size
-        self.worker_timeout_s = options.worker_timeout_s
-        self.read_options = ReadOptions.coerce(read_options)
-        self.read_options.threads_for(data_source)  # a source's bad declaration is an error now
+        #: How this loader computes (never what): workers, chunking, reads in flight, the watchdog, warm
+        #: start; ``chunk_size`` resolved. The Engine runs by it.
+        self.options = options = options.resolved(batch.batch_size if batch is not None else None)
+        options.read_options.threads_for(data_source)  # a source's bad declaration is an error now
         blocked = None if skip_records is None else Exclusions(record_blocklist(skip_records, n))
         self._processor = ChunkProcessor(data_source, sampler, self.plan, skip_errors=errors == "skip",
                                          max_skipped=max_skipped, exclusions=blocked)
@@ -190,9 +190,10 @@ class DataLoader:
         self._unusable: str | None = None  # why workers cannot run this pipeline ("auto" only)
         #: What ``worker_count="auto"`` chose (set by the first iterator), else None.
         self.autotune_report: AutotuneReport | None = None
+        worker_count = options.worker_count
         if worker_count != 0 and self.worker_mode != "thread":  # the fork server starts with the first workers
             try:
-                self._worker_spec = make_worker_spec(self._processor, chunk_size)
+                self._worker_spec = make_worker_spec(self._processor, self.chunk_size)
             except ConfigError as e:
                 if worker_count != "auto":
                     raise
@@ -205,13 +206,63 @@ class DataLoader:
                 # While the user builds the model: the first iterator's workers then start in milliseconds.
                 start_early()
 
+    @classmethod
+    def of(cls, data_source: Any, sampler: IndexSampler, operations: Sequence[Any], options: LoaderOptions,
+           **kwargs: Any) -> DataLoader:
+        """A DataLoader from its options as one ``LoaderOptions`` (``kwargs``: ``errors``, ``max_skipped``,
+        ``skip_records``, ``ledger``).
+
+        Example:
+            >>> import thresher as th
+            >>> from thresher.loader.options import LoaderOptions
+            >>> loader = th.DataLoader.of(th.sources.RangeDataSource(0, 4), th.IndexSampler(4), [th.Batch(2)],
+            ...                           LoaderOptions(worker_count=0))
+            >>> [b.tolist() for b in loader], loader.chunk_size
+            ([[0, 1], [2, 3]], 256)
+        """
+        loader = cls.__new__(cls)
+        DataLoader._init(loader, data_source, sampler, operations, options, **kwargs)
+        return loader
+
+    # The options, as the attributes users read.
+    @property
+    def worker_count(self) -> WorkerCount:
+        return self.options.worker_count
+
+    @property
+    def worker_mode(self) -> WorkerMode:
+        """``"process"``, ``"thread"``, or ``"auto"`` (``worker_count="auto"`` measures it)."""
+        return self.options.worker_mode or "process"
+
+    @property
+    def chunk_size(self) -> int:
+        size = self.options.chunk_size
+        assert size is not None  # resolved
+        return size
+
+    @property
+    def worker_buffer_size(self) -> int | None:
+        return self.options.worker_buffer_size
+
+    @property
+    def worker_timeout_s(self) -> float | None:
+        return self.options.worker_timeout_s
+
+    @property
+    def read_options(self) -> ReadOptions:
+        return self.options.read_options
+
+    @property
+    def warm_start(self) -> bool:
+        """The first chunks of each iterator with worker processes come from this process
+        while its workers start (thresher.loader.warm_start); the same batches."""
+        return self.options.warm_start
+
     @cached_property
     def engine(self) -> Engine:
-        """What the iterators run: the processor, chunking, workers, stream and geometry."""
-        return Engine(self._processor, self.chunk_size, self.worker_count, self.worker_buffer_size,
-                      self._worker_spec, self._unusable, self.stream_id, self.state_geometry, self.stage_order,
-                      read_options=self.read_options, warm_start=self.warm_start, ledger=self.ledger,
-                      worker_mode=self.worker_mode, worker_timeout_s=self.worker_timeout_s)
+        """What the iterators run: the processor, the options, workers, stream and geometry."""
+        return Engine(self._processor, self.options, self.stream_id, self.state_geometry, self.stage_order,
+                      self._worker_spec, self._unusable, self.ledger)
 
     def _decided(self, report: AutotuneReport) -> None:
         self.autotune_report = report

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -42,7 +42,7 @@ from thresher.loader.autotune import (
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.coalesce import CoalescingProducer
 from thresher.loader.exclusions import Consumed, Exclusions
-from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S, WorkerCount, WorkerMode
+from thresher.loader.options import LoaderOptions, WorkerCount, WorkerMode
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
 from thresher.loader.profiling.stats import StatsRecorder, available_cpus
 from thresher.loader.read_ahead import ReadAhead
@@ -65,36 +65,43 @@ class Engine:
 
     Attributes:
         processor: reads and transforms a range of positions (a pure function).
-        chunk_size: positions per chunk.
-        worker_count: workers that compute ahead (0: this process), or ``"auto"``.
-        worker_mode: ``"process"``, ``"thread"``, or ``"auto"`` (measured, with
-            ``worker_count="auto"``): how the workers run.
-        worker_buffer_size: chunks each worker computes ahead (None: sized by memory).
-        worker_spec: the pipeline pickled for workers, or None without workers.
-        unusable: why worker processes cannot run this pipeline (``"auto"`` only), or None.
+        options: how it computes (``LoaderOptions``, ``chunk_size`` resolved): the workers
+            (``worker_count``, ``"auto"`` included, ``worker_mode``, ``worker_buffer_size``,
+            ``worker_timeout_s``: see thresher.loader.pool.watchdog), the reads in flight per
+            producer (``read_options``; ``num_threads`` None: the source's suggestion, or with
+            ``"auto"`` the measured choice) and ``warm_start``.
         stream, geometry: the state's stream identity and this process's geometry.
         stage_order: the stages' names, in order (the rows of ``it.stats()``).
-        read_options: reads in flight per producer (``num_threads`` None: the source's
-            suggestion, or with ``"auto"`` the measured choice).
+        worker_spec: the pipeline pickled for workers, or None without workers.
+        unusable: why worker processes cannot run this pipeline (``"auto"`` only), or None.
         ledger: the directory of the delivery ledger every iterator appends to (None: none).
-        worker_timeout_s: seconds a worker may keep one chunk (None: no limit; see
-            thresher.loader.pool.watchdog).
     """
 
     processor: ChunkProcessor
-    chunk_size: int
-    worker_count: WorkerCount
-    worker_buffer_size: int | None
-    worker_spec: WorkerSpec | None
-    unusable: str | None
+    options: LoaderOptions
     stream: StreamId
     geometry: Geometry
     stage_order: tuple[str, ...]
-    warm_start: bool = False
-    read_options: ReadOptions = field(default_factory=ReadOptions)
+    worker_spec: WorkerSpec | None = None
+    unusable: str | None = None
     ledger: str | None = None
-    worker_mode: WorkerMode = "process"
-    worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S
+
+    @property
+    def chunk_size(self) -> int:
+        """Positions per chunk."""
+        size = self.options.chunk_size
+        assert size is not None  # resolved by the DataLoader
+        return size
+
+    @property
+    def worker_count(self) -> WorkerCount:
+        """Workers that compute ahead (0: this process), or ``"auto"``."""
+        return self.options.worker_count
+
+    @property
+    def worker_mode(self) -> WorkerMode:
+        """``"process"``, ``"thread"``, or ``"auto"`` (measured, with ``worker_count="auto"``)."""
+        return self.options.worker_mode or "process"
 
     # -- state ------------------------------------------------------------------------------
     def state_at(self, position: int) -> LoaderState:
@@ -218,7 +225,7 @@ class Engine:
 
     def _decide(self, probe: Probe) -> tuple[AutotuneReport, bool]:
         """The worker count and reads in flight, and whether reads call for more producers."""
-        fixed, worth, short = self.read_options.num_threads, WORTH, False
+        fixed, worth, short = self.options.read_options.num_threads, WORTH, False
         declared = getattr(self.processor.source, "suggested_reads_in_flight", None)
         if fixed is None and declared is not None:  # the source knows its storage: measuring cannot beat that
             threads, cost, why = declared, probe.chunk_s, f"the source suggests {declared} reads in flight"
@@ -238,13 +245,13 @@ class Engine:
         wait_s = probe.read_s * max(1, probe.read_threads) / max(1, probe.chunk_records)
         report = replace(report, chunk_s=probe.chunk_s, read_threads=threads, read_wait_s=wait_s,
                          reason=f"{why}; {report.reason}")
-        if self.worker_buffer_size is not None:
-            report = replace(report, worker_buffer_size=self.worker_buffer_size)
+        if self.options.worker_buffer_size is not None:
+            report = replace(report, worker_buffer_size=self.options.worker_buffer_size)
         return report, short
 
     def reads(self, threads: int | None = None) -> ReadOptions:
         """The read options of a producer: ``threads`` (else the option's or the source's) resolved."""
-        opts = self.read_options
+        opts = self.options.read_options
         return replace(opts, num_threads=opts.threads_for(self.processor.source) if threads is None else threads)
 
     def producer(self, position: int, stats: StatsRecorder | None = None, decision: AutotuneReport | None = None,
@@ -257,7 +264,7 @@ class Engine:
         """
         stop = self.processor.sampler.local_length
         if self.worker_count != "auto":
-            return self._producer(self.worker_count, self.worker_mode, self.worker_buffer_size, position, stop,
+            return self._producer(self.worker_count, self.worker_mode, self.options.worker_buffer_size, position, stop,
                                   stats, None, self.reads())
         if decision is not None:
             return self._producer(decision.worker_count, decision.worker_mode, decision.worker_buffer_size,
@@ -276,7 +283,7 @@ class Engine:
         probe = self.reads()
         return MeasuringProducer(self.processor, position, stop, self.chunk_size, stats, choose,
                                  ReadAhead(self.processor, probe.num_threads or 0, probe.timeout_s),
-                                 self.wants_thread_speedup, self.worker_timeout_s, self.first_keys)
+                                 self.wants_thread_speedup, self.options.worker_timeout_s, self.first_keys)
 
     def _producer(self, workers: int, mode: str, buffer: int | None, position: int, stop: int | None,
                   stats: StatsRecorder | None, decision: AutotuneReport | None, reads: ReadOptions) -> Producer:
@@ -295,7 +302,7 @@ class Engine:
             from thresher.loader.pool.threads import ThreadPoolProducer
 
             return ThreadPoolProducer(self.processor, position, stop, self.chunk_size, workers, buffer, stats,
-                                      reads=reads, timeout_s=self.worker_timeout_s, keys=self.first_keys)
+                                      reads=reads, timeout_s=self.options.worker_timeout_s, keys=self.first_keys)
         # The pool's modules (sockets, shared memory) are loaded only by loaders with workers.
         from thresher.errors import WorkerError
         from thresher.loader import warm_start
@@ -309,13 +316,13 @@ class Engine:
 
         def pool(at: int, deferred: bool = False) -> WorkerPoolProducer:
             return WorkerPoolProducer(spec, at, stop, self.chunk_size, workers, buffer, stats, reads=reads,
-                                      timeout_s=self.worker_timeout_s, keys=self.first_keys, deferred=deferred)
+                                      timeout_s=self.options.worker_timeout_s, keys=self.first_keys, deferred=deferred)
 
-        if (not self.warm_start or multiprocessing.parent_process() is not None
+        if (not self.options.warm_start or multiprocessing.parent_process() is not None
                 or unimportable_main() is not None):
             # Where workers cannot start (a script's top level run again in a worker, a script
             # read from stdin) the pool's clear error comes now, not after a warm start.
             return pool(position)
         # Opted in: the first chunks come from this process while the workers start (the same batches).
         return warm_start.WarmStartProducer(self.processor, position, stop, self.chunk_size, stats,
-                                            lambda at: pool(at, deferred=True), timeout_s=self.worker_timeout_s)
+                                            lambda at: pool(at, deferred=True), timeout_s=self.options.worker_timeout_s)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from thresher._validate import user_path
+from thresher._validate import is_int, user_path
 from thresher.errors import ConfigError, InvalidStateError
 from thresher.loader.skips import SkipRanges
 
@@ -81,14 +81,14 @@ def record_blocklist(value: RecordKeys, num_records: int) -> SkipRanges:
         keys = list(value)
         where = ""
     for k in keys:
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= int(k) < num_records:
+        if not is_int(k, 0, num_records - 1):
             raise ConfigError(f"skip_records{where}: {k!r} is not a record key of this source (ints in "
                               f"[0, {num_records}))")
     return SkipRanges.of([(int(k), int(k) + 1) for k in keys])
 
 
 def _int(x: Any, lo: int, hi: int) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
+    return is_int(x, lo, hi, numpy=False)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """LoaderOptions: how a DataLoader computes (never what): workers, chunking, read-ahead, the watchdog.
 
+The one options object: ``DataLoader`` and ``Dataset.prefetch`` make it from their keyword
+arguments, and it travels whole to the ``Engine``, which gives each producer what it runs by.
+
 Example:
     >>> from thresher.loader.options import LoaderOptions
     >>> LoaderOptions(worker_count=2).chunk_size_for(batch_size=100)
@@ -18,15 +21,18 @@ Example:
     chunk_size must be an int >= 1 or None, got 0
     >>> LoaderOptions(worker_timeout_s=None).worker_timeout_s is None    # no watchdog
     True
+    >>> LoaderOptions(read_options=None).read_options.num_threads is None    # the source's suggestion
+    True
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from thresher._validate import check_count, check_int
+from thresher._validate import check_count, check_int, is_seconds
 from thresher.errors import ConfigError
+from thresher.loader.read_options import ReadOptions
 
 __all__ = ["WORKER_MODES", "LoaderOptions", "WorkerCount", "WorkerMode"]
 
@@ -47,7 +53,9 @@ class LoaderOptions:
 
     None of them changes the batches: see ``DataLoader`` for what each one does.
     ``worker_timeout_s`` is the watchdog's limit: seconds a worker may keep one chunk
-    before the loader raises WorkerStuckError (None: wait forever).
+    before the loader raises WorkerStuckError (None: wait forever). ``read_options``: a
+    ``ReadOptions`` or Grain's (coerced); ``warm_start``: first chunks computed in this
+    process while worker processes start.
     """
 
     worker_count: WorkerCount = 0
@@ -55,10 +63,13 @@ class LoaderOptions:
     worker_buffer_size: int | None = None
     worker_mode: WorkerMode | None = None
     worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S
+    read_options: ReadOptions = field(default_factory=ReadOptions)
+    warm_start: bool = False
 
     def __post_init__(self) -> None:
         mode = self.worker_mode
-        if mode is not None and (not isinstance(mode, str) or mode not in WORKER_MODES):
+        chosen = mode == "auto" and self.worker_count == "auto"  # as resolved below (a replace() passes it again)
+        if mode is not None and not chosen and (not isinstance(mode, str) or mode not in WORKER_MODES):
             raise ConfigError('worker_mode must be "process" or "thread" (or None: processes, chosen with '
                               f'worker_count="auto"), got {mode!r}')
         if mode is None:
@@ -75,9 +86,11 @@ class LoaderOptions:
             check_int(self.worker_buffer_size, "worker_buffer_size", minimum=1, optional=True),
         )
         t = self.worker_timeout_s
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf")):
+        if t is not None and not is_seconds(t, finite=True):
             raise ConfigError(f"worker_timeout_s must be None or a number of seconds > 0, got {t!r}")
         object.__setattr__(self, "worker_timeout_s", None if t is None else float(t))
+        object.__setattr__(self, "read_options", ReadOptions.coerce(self.read_options))
+        object.__setattr__(self, "warm_start", bool(self.warm_start))
 
     def chunk_size_for(self, batch_size: int | None) -> int:
         """``chunk_size``, or by default a multiple of the batch size of at least 256."""
@@ -85,3 +98,12 @@ class LoaderOptions:
             return self.chunk_size
         unit = batch_size or 1
         return unit * max(1, -(-_MIN_CHUNK_RECORDS // unit))
+
+    def resolved(self, batch_size: int | None) -> LoaderOptions:
+        """These options with ``chunk_size`` set (``chunk_size_for``): what an Engine runs by.
+
+        Example:
+            >>> LoaderOptions().resolved(batch_size=100).chunk_size
+            300
+        """
+        return replace(self, chunk_size=self.chunk_size_for(batch_size))

@@ -1,8 +1,14 @@
 """Producers hand the iterator processed chunks in position order.
 
-The in-process producer computes each chunk when asked. The worker pool (another
-producer with the same interface) computes chunk c in worker ``c mod W`` ahead of
-time; results are identical because each chunk is a pure function of its range.
+Chunk i of a producer is positions ``chunk_bounds(start, stop, chunk_size, i)``; every
+producer hands them out in the order i = 0, 1, 2, ... through one loop, ``ChunkLoop.next_chunk``,
+and differs only in how it gets chunk i (``ChunkLoop._compute``): computed here when asked
+(``InProcessProducer``), several at a time here (``CoalescingProducer``, coalesce.py), computed
+ahead by worker threads (``ThreadPoolProducer``, pool/threads.py) or worker processes
+(``WorkerPoolProducer``, pool/workers.py; both on the schedule of pool/schedule.py). Two more
+switch between those: ``MeasuringProducer`` (``worker_count="auto"``: measures the first chunks
+here, then hands over) and ``WarmStartProducer`` (warm_start.py: here until the worker
+processes are up). Results are identical because each chunk is a pure function of its range.
 Producers note each chunk's stage times in the iterator's StatsRecorder.
 """
 
@@ -11,7 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from thresher.loader.autotune import Probe, latency_bound, nbytes
 from thresher.loader.chunk import Chunk, ChunkProcessor
@@ -19,7 +25,7 @@ from thresher.loader.profiling.stats import StatsRecorder
 from thresher.loader.read_ahead import Pending, ReadAhead
 from thresher.loader.thread_probe import measure_pair
 
-__all__ = ["InProcessProducer", "MeasuringProducer", "Producer", "chunk_bounds"]
+__all__ = ["ChunkLoop", "InProcessProducer", "MeasuringProducer", "Producer", "chunk_bounds"]
 
 
 class Producer(Protocol):
@@ -37,7 +43,48 @@ def chunk_bounds(start: int, stop: int | None, chunk_size: int, index: int) -> t
     return lo, hi if stop is None else min(hi, stop)
 
 
-class InProcessProducer:
+class ChunkLoop:
+    """The loop every producer runs: chunk ``i`` is ``bounds(i)``, handed out for i = 0, 1, 2, ...
+    until the end of the stream. A producer says how it gets chunk i (``_compute``) and, if it
+    needs to, what follows handing it out (``_taken``: a pool hands out more work).
+
+    Example:
+        >>> class Squares(ChunkLoop):
+        ...     def _compute(self, index, bounds):
+        ...         return [p * p for p in range(*bounds)]
+        >>> p = Squares(start=1, stop=6, chunk_size=2)
+        >>> [p.next_chunk() for _ in range(4)]
+        [[1, 4], [9, 16], [25], None]
+    """
+
+    def __init__(self, start: int, stop: int | None, chunk_size: int) -> None:
+        self.start, self.stop, self.chunk_size = start, stop, chunk_size
+        self._index = 0  # chunks handed out
+
+    def bounds(self, index: int) -> tuple[int, int] | None:
+        """The positions of chunk ``index``, or None past the end."""
+        return chunk_bounds(self.start, self.stop, self.chunk_size, index)
+
+    def next_chunk(self) -> Any:
+        index = self._index
+        bounds = self.bounds(index)
+        if bounds is None:
+            return None
+        chunk = self._compute(index, bounds)
+        if chunk is not None:
+            self._index = index + 1
+            self._taken(index, chunk)
+        return chunk
+
+    def _compute(self, index: int, bounds: tuple[int, int]) -> Any:
+        """Chunk ``index`` (positions ``bounds``), or None when this producer has no more."""
+        raise NotImplementedError
+
+    def _taken(self, index: int, chunk: Any) -> None:
+        """Runs after chunk ``index`` is handed out (nothing by default)."""
+
+
+class InProcessProducer(ChunkLoop):
     """Computes chunks one by one in the calling thread (worker_count=0).
 
     With ``reads`` (a ReadAhead with threads), the reads of the current chunk and of
@@ -46,31 +93,25 @@ class InProcessProducer:
 
     def __init__(self, processor: ChunkProcessor, start: int, stop: int | None, chunk_size: int,
                  stats: StatsRecorder | None = None, reads: ReadAhead | None = None, chunks_ahead: int = 0) -> None:
+        super().__init__(start, stop, chunk_size)
         self._processor = processor
-        self._start, self._stop, self._chunk_size = start, stop, chunk_size
-        self._index = 0
         self._stats = stats
         self.reads = reads if reads is not None else ReadAhead(processor)
         self._ahead = chunks_ahead if self.reads.threads else 0
         self._pending: deque[Pending] = deque()
         self._started = 0  # chunks whose reads were started
 
-    def next_chunk(self) -> Chunk | None:
-        bounds = chunk_bounds(self._start, self._stop, self._chunk_size, self._index)
-        if bounds is None:
-            return None
+    def _compute(self, index: int, bounds: tuple[int, int]) -> Chunk:
         reads = self.reads
-        while self._started <= self._index + self._ahead:
-            b = chunk_bounds(self._start, self._stop, self._chunk_size, self._started)
+        while self._started <= index + self._ahead:
+            b = self.bounds(self._started)
             if b is None:
                 break
             self._pending.append(reads.start(*b))
             self._started += 1
         chunk = self._processor.transform(reads.finish(self._pending.popleft()), *bounds)
         if self._stats is not None and chunk.marks is not None:
-            self._stats.chunk(self._processor.stages, chunk.marks, index=self._index, start=bounds[0],
-                              stop=bounds[1])
-        self._index += 1
+            self._stats.chunk(self._processor.stages, chunk.marks, index=index, start=bounds[0], stop=bounds[1])
         return chunk
 
     def close(self) -> None:

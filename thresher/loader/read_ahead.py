@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import is_int
 from thresher.errors import ReadTimeoutError
 from thresher.loader.chunk import ChunkProcessor, Reading
 from thresher.sources.protocol import BlockHintedSource
@@ -120,7 +121,7 @@ class ReadAhead:
         start = int(reading.positions[-1]) + 1
         source = self._processor.source
         span = getattr(source, "lookahead_records", 0)
-        if isinstance(span, bool) or not isinstance(span, int) or span <= 0:
+        if not is_int(span, minimum=1):
             return
         sampler = self._processor.sampler
         end = start + span if sampler.local_length is None else min(start + span, sampler.local_length)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from thresher._validate import is_int
+from thresher._validate import is_int, is_seconds
 from thresher.errors import ConfigError
 from thresher.sources.protocol import suggested_reads_in_flight
 
@@ -62,7 +62,7 @@ class ReadOptions:
         if not is_int(p, minimum=0):
             raise ConfigError(f"ReadOptions(prefetch_buffer_size={p!r}): must be an int >= 0")
         t = self.timeout_s
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):
+        if t is not None and not is_seconds(t):
             raise ConfigError(f"ReadOptions(timeout_s={t!r}): must be None or a number of seconds > 0")
 
     def threads_for(self, source: Any) -> int:

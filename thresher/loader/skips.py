@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from thresher._validate import is_int
 from thresher.errors import ConfigError, InvalidStateError
 
 __all__ = ["SkipPlan", "SkipRanges"]
@@ -58,7 +59,7 @@ class SkipRanges:
     @classmethod
     def of_steps(cls, steps: range, global_batch: int) -> SkipRanges:
         """The global positions of ``steps`` (a range with step 1) of G = ``global_batch`` positions."""
-        if not isinstance(steps, range) or steps.step != 1 or steps.start < 0:
+        if not isinstance(steps, range) or steps.step != 1 or not is_int(steps.start, minimum=0):
             raise ConfigError(f"skip_steps must be a range of step numbers >= 0 with step 1, e.g. "
                               f"range(81200, 81500); got {steps!r}")
         return cls.of([(steps.start * global_batch, steps.stop * global_batch)])
@@ -71,8 +72,8 @@ class SkipRanges:
                   what: str = "global position") -> SkipRanges:
         """Reads ``state["dataset"]["skips"]`` (or the field ``where``); InvalidStateError when malformed."""
         ok = isinstance(value, list) and all(
-            isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in r)
-            and 0 <= r[0] < r[1] <= 2**62 for r in value)
+            isinstance(r, list) and len(r) == 2 and all(is_int(x, 0, 2**62, numpy=False) for x in r)
+            and r[0] < r[1] for r in value)
         if not ok:
             raise InvalidStateError(f"{where} is malformed: {str(value)[:200]}; expected a list of "
                                     f"[start, stop) {what} pairs with 0 <= start < stop <= 2**62")

@@ -21,7 +21,6 @@ from thresher.errors import GeometryError, IncompatibleStateError, InvalidStateE
 from thresher.loader.state_digest import DIGEST, state_digest
 from thresher.loader.state_input import as_state
 from thresher.loader.state_types import LEGACY_VERSION, STATE_VERSION, Geometry, LoaderState, Slowest, StreamId
-from thresher.samplers.geometry import ShardGeometry
 
 __all__ = [
     "STATE_VERSION",
@@ -94,7 +93,7 @@ def next_global_position(state: Mapping[str, Any]) -> int:
         13
     """
     g = state["geometry"]
-    shard = ShardGeometry(int(g["shard_index"]), int(g["shard_count"]), int(g["block_size"]))
+    shard = Geometry(int(g["shard_index"]), int(g["shard_count"]), int(g["block_size"]))
     return shard.to_global(int(state["position"]))
 
 

@@ -5,8 +5,8 @@ checking (raising InvalidStateError); ``to_json`` writes the JSON format that us
 save (version 2: version 1 plus ``digest``). Its parts:
 
 - ``StreamId``: what defines the global stream; its digest is the ``fingerprint``.
-- ``Geometry``: this process's part of it (shard, block, batch); its arithmetic is
-  ``thresher.samplers.geometry.ShardGeometry``'s.
+- ``Geometry``: this process's part of it (shard, block, batch): the sampler's own
+  type (``thresher.samplers.geometry``), re-exported here.
 - ``Extensions``: what a layer above the engine adds (a mixture's segment, packing's
   rows), typed, under the ``"dataset"`` key.
 - ``digest``: a keyed BLAKE2b of the canonical JSON of all the other fields
@@ -31,12 +31,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
-from thresher._validate import check_int
+from thresher._validate import is_int, require_key
 from thresher.errors import InvalidStateError
 from thresher.loader.exclusions import Consumed
 from thresher.loader.skips import SkipRanges
 from thresher.loader.state_digest import DIGEST, check_digest, state_digest
-from thresher.samplers.geometry import ShardGeometry
+from thresher.samplers.geometry import Geometry
 
 __all__ = [
     "STATE_VERSION",
@@ -55,7 +55,6 @@ _STREAM_FIELDS = ("num_records", "shuffle", "seed", "num_epochs", "operations")
 _SLOWEST = "slowest_of"  # set by slowest_state: the number of states merged
 _SLOWEST_GLOBAL = "slowest_global_position"
 _MAX_POSITION = 2**62  # positions and record indices are 64-bit integers; leave room for arithmetic
-_MAX_GEOMETRY = 2**31  # shard counts, block and batch sizes: their products must stay in int64
 _DATASET = "dataset"
 _REPLACED = "replaced_operations"  # StreamId: the operations digests before set_state(operations_changed=True)
 
@@ -63,17 +62,7 @@ _REPLACED = "replaced_operations"  # StreamId: the operations digests before set
 def _require(
     state: Mapping[str, Any], key: str, types: tuple[type, ...], where: str = "state"
 ) -> Any:
-    if key not in state:
-        raise InvalidStateError(
-            f"{where} has no {key!r} field; it is not a thresher iterator state "
-            f"(fields: {sorted(state)})"
-        )
-    v = state[key]
-    if (isinstance(v, bool) and bool not in types) or not isinstance(v, types):
-        raise InvalidStateError(
-            f"{where}[{key!r}] must be {'/'.join(t.__name__ for t in types)}, got {v!r}"
-        )
-    return v
+    return require_key(state, key, types, where, error=InvalidStateError)
 
 
 @dataclass(frozen=True)
@@ -136,73 +125,6 @@ class StreamId:
     def differences(self, other: StreamId) -> list[str]:
         """The names of the fields that differ from ``other``'s."""
         return [k for k in _STREAM_FIELDS if getattr(self, k) != getattr(other, k)]
-
-
-@dataclass(frozen=True)
-class Geometry(ShardGeometry):
-    """This process's part of the stream, as a state records it.
-
-    ``aligned``: a Batch and no Filter, and blocks equal the batch size (or one
-    shard), so a step boundary is a global one.
-    """
-
-    batch_size: int | None = None
-    drop_remainder: bool = False
-    aligned: bool = False
-
-    def global_position(self, position: int) -> int | None:
-        """The global position all processes stand at when this one is at ``position``.
-
-        Known when the geometry is aligned and ``position`` is at a step boundary.
-        """
-        return self.step_start(position) if self.aligned else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "shard_index": self.shard_index,
-            "shard_count": self.shard_count,
-            "block_size": self.block_size,
-            "batch_size": self.batch_size,
-            "drop_remainder": self.drop_remainder,
-            "aligned": self.aligned,
-        }
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Geometry:
-        where = "state['geometry']"
-        for k in ("shard_index", "shard_count", "block_size"):
-            v = _require(d, k, (int,), where)
-            if not (0 if k == "shard_index" else 1) <= v < _MAX_GEOMETRY:
-                raise InvalidStateError(f"state['geometry'][{k!r}] is out of range: {v}")
-        if d["shard_index"] >= d["shard_count"]:
-            raise InvalidStateError(
-                f"state['geometry'] has shard_index {d['shard_index']} >= shard_count "
-                f"{d['shard_count']}"
-            )
-        aligned = _require(d, "aligned", (bool,), where)
-        batch_size = d.get("batch_size")
-        check_int(batch_size, "state['geometry']['batch_size']", minimum=1, maximum=_MAX_GEOMETRY, optional=True,
-                  error=InvalidStateError)
-        if not isinstance(d.get("drop_remainder", False), bool):
-            raise InvalidStateError(f"state['geometry']['drop_remainder'] must be a bool, "
-                                    f"got {d['drop_remainder']!r}")
-        if aligned and (batch_size is None or (d["block_size"] != batch_size and d["shard_count"] > 1)):
-            raise InvalidStateError(
-                f"state['geometry'] is aligned with batch_size {batch_size}, block_size {d['block_size']} and "
-                f"shard_count {d['shard_count']}: an aligned geometry has a batch size, equal to the block size "
-                "when there are several shards; the state was edited")
-        return cls(
-            d["shard_index"],
-            d["shard_count"],
-            d["block_size"],
-            batch_size,
-            d.get("drop_remainder", False),
-            aligned,
-        )
-
-    def shape(self) -> Geometry:
-        """The geometry without the shard index (equal for all processes of one run)."""
-        return replace(self, shard_index=0)
 
 
 class StateExtension(Protocol):
@@ -421,7 +343,7 @@ class LoaderState:
                 f"{STATE_VERSION}, and version {LEGACY_VERSION} through thresher.upgrade_state)"
             )
         position = _require(state, "position", (int,))
-        if not 0 <= position < _MAX_POSITION:
+        if not is_int(position, 0, _MAX_POSITION - 1):
             raise InvalidStateError(f"state['position'] must be >= 0 and < 2**62 (positions are 64-bit), "
                                     f"got {position}")
         saved_fingerprint = _require(state, "fingerprint", (str,))
@@ -436,9 +358,9 @@ class LoaderState:
                     f"{geometry.shard_count}"
                 )
             g = _require(state, _SLOWEST_GLOBAL, (int,))
-            if not 0 <= g < _MAX_POSITION:
+            if not is_int(g, 0, _MAX_POSITION - 1):
                 raise InvalidStateError(f"state[{_SLOWEST_GLOBAL!r}] must be in [0, 2**62), got {g}")
-            slowest = Slowest(merged, g)
+            slowest = Slowest(merged, int(g))
         if stream.fingerprint != saved_fingerprint:
             raise InvalidStateError(
                 "state['fingerprint'] does not match state['stream']: the state was edited "
@@ -448,11 +370,11 @@ class LoaderState:
         operations = tuple(str(n) for n in names) if isinstance(names, list) else ()
         g = state.get("global_position")
         parsed = cls(
-            position,
+            int(position),
             stream,
             geometry,
             operations,
-            g if isinstance(g, int) and not isinstance(g, bool) else None,
+            int(g) if is_int(g, numpy=False) else None,
             slowest,
             Extensions.from_json(state.get(_DATASET)),
         )

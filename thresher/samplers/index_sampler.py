@@ -25,7 +25,7 @@ from thresher.randomness.seeds import (
     mix64,
 )
 from thresher.samplers.block_shuffle import BlockShuffle, EpochOrder
-from thresher.samplers.geometry import ShardGeometry
+from thresher.samplers.geometry import Geometry
 from thresher.samplers.sharding import NoSharding, ShardOptions
 
 __all__ = ["IndexSampler", "RecordMetadata"]
@@ -135,8 +135,8 @@ class IndexSampler:
         self._rng_prefix = derive_seed(self.seed or 0, DOMAIN_RECORD)
         self._perms: dict[int, Permutation] = {}
         self._orders: dict[int, EpochOrder] = {}
-        self.geometry = ShardGeometry(shard_options.shard_index, shard_options.shard_count,
-                                      shard_options.block_size or 1)
+        self.geometry = Geometry(shard_options.shard_index, shard_options.shard_count,
+                                 shard_options.block_size or 1, drop_remainder=shard_options.drop_remainder)
 
     # -- geometry -------------------------------------------------------------------
     @property

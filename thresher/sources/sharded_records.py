@@ -16,6 +16,8 @@ Example:
     (True, True, 3)
     >>> src.lookahead_records  # local shards: array_record's reader, no chunk cache to tell
     0
+    >>> src.block_boundaries(1).tolist()   # records of group_size 1: every key a chunk
+    [0, 1]
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from thresher.errors import DatasetInfoError
 from thresher.sources.formats.array_record.source import ArrayRecordSource
 from thresher.sources.formats.shards import list_shards
 from thresher.sources.formats.tfrecord import TFRecordSource
-from thresher.sources.protocol import check_key, check_keys
+from thresher.sources.protocol import BlockedSource, BlockHintedSource, check_key, check_keys, join_blocks
 
 __all__ = ["ShardedRecords"]
 
@@ -39,11 +41,15 @@ class ShardedRecords:
     """Mixin: ``raw``, ``record_locations``, ``close`` and the look-ahead hint for a split source.
 
     A subclass sets ``_reader`` (an ArrayRecordSource over the shards, or None for an
-    empty split) and ``_len``, and maps split keys to global indices in ``_global``.
+    empty split), ``_len``, and the split's pieces: ``_bases`` (the global index each
+    piece starts at) and ``_starts`` (the split key each piece starts at, then ``_len``);
+    it maps split keys to global indices in ``_global``.
     """
 
     _reader: Any
     _len: int
+    _bases: np.ndarray
+    _starts: np.ndarray
 
     def _global(self, keys: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -96,6 +102,55 @@ class ShardedRecords:
             return
         keys = np.asarray(record_keys, dtype=np.int64).reshape(-1)
         self._reader.upcoming(self._global(keys[(keys >= 0) & (keys < self._len)]))
+
+    def block_boundaries(self, min_records: int = 1) -> np.ndarray:
+        """The first split key of each natural block: the shards' own blocks (whole ArrayRecord
+        chunks, or whole TFRecord files), cut where the split's pieces start, consecutive ones
+        joined until a block holds at least ``min_records`` (see
+        :class:`thresher.sources.protocol.BlockedSource`); ``thresher.BlockShuffle.of_source``
+        uses them. O(blocks of the shards read).
+
+        Example:
+            >>> import os, tempfile
+            >>> import thresher as th
+            >>> path = os.path.join(tempfile.mkdtemp(), "b")
+            >>> _ = th.prepare(path, {"train": [{"x": i} for i in range(10)]}, num_shards=2,
+            ...                features={"x": th.features.Scalar("int64")}, progress=False)
+            >>> th.data_source(path, split="train[3:]").block_boundaries(4).tolist()   # 7 keys, blocks of >= 4
+            [0, 6]
+        """
+        if self._reader is None or not self._len:
+            return np.zeros(0, dtype=np.int64)
+        cuts = [self._starts]
+        if isinstance(self._reader, BlockedSource):
+            inner = np.asarray(self._reader.block_boundaries(int(min_records)), dtype=np.int64)
+            for r, base in enumerate(self._bases.tolist()):
+                take = int(self._starts[r + 1] - self._starts[r])
+                inside = inner[(inner > base) & (inner < base + take)]
+                cuts.append(inside - base + self._starts[r])
+        return join_blocks(np.concatenate(cuts), min_records)
+
+    def upcoming_blocks(self, starts: np.ndarray, stops: np.ndarray) -> None:
+        """Split key ranges ``[starts[i], stops[i])`` read together next (a BlockShuffle's window),
+        passed on as the shards' ranges to a reader that takes them (byte-range reads with a chunk
+        cache fetch each block's chunks in one coalesced request). A hint only."""
+        if not isinstance(self._reader, BlockHintedSource):
+            return
+        lo_out: list[int] = []
+        hi_out: list[int] = []
+        edges = self._starts
+        for a, b in zip(np.asarray(starts, dtype=np.int64).tolist(), np.asarray(stops, dtype=np.int64).tolist(),
+                        strict=True):
+            a, b = max(a, 0), min(b, self._len)
+            r = int(np.searchsorted(edges, a, side="right")) - 1
+            while a < b:  # a block may span pieces that are not adjacent in the shards
+                end = min(b, int(edges[r + 1]))
+                base = int(self._bases[r]) - int(edges[r])
+                lo_out.append(a + base)
+                hi_out.append(end + base)
+                a, r = end, r + 1
+        if lo_out:
+            self._reader.upcoming_blocks(np.asarray(lo_out, dtype=np.int64), np.asarray(hi_out, dtype=np.int64))
 
     def close(self) -> None:
         """Closes open files (they reopen on the next read)."""

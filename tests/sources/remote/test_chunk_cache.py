@@ -54,6 +54,21 @@ def test_concurrent_claims_share_one_fetch_and_its_error() -> None:
     assert cache.claim([(1, 6)])[2] == [(1, 6)]  # a later read tries again
 
 
+def test_a_claim_takes_the_rest_of_a_block_in_the_same_step() -> None:
+    """``extra`` chunks (the rest of a hinted block) are claimed with the wanted ones unless held or being
+    fetched, never waited for nor counted as hits: a second thread starting on the block gets waits for its
+    chunks, not a claim of its own on a part of the block."""
+    cache = ChunkCache(budget=1 << 20)
+    cache.fulfil((0, 9), ([0, 1], b"x"))
+    hits, waits, mine = cache.claim([(0, 1)], extra=[(0, 0), (0, 2), (0, 9)])
+    assert (hits, waits, sorted(mine)) == ({}, {}, [(0, 0), (0, 1), (0, 2)]) and cache.hits == 0
+    hits, waits, mine = cache.claim([(0, 2)], extra=[(0, 0), (0, 1), (0, 3)])
+    assert list(waits) == [(0, 2)] and mine == [(0, 3)] and not hits
+    cache.fulfil((0, 2), ([0, 1], b"y"))
+    assert waits[(0, 2)].result(timeout=1) == ([0, 1], b"y")
+    assert cache.holds((0, 2)) and not cache.holds((0, 0))
+
+
 @pytest.mark.parametrize("value", [-1, True, 2**63, 1.5])
 def test_cache_budget_is_checked(value: Any) -> None:
     with pytest.raises(ConfigError, match="cache_bytes"):

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from thresher.dataset.nodes.base import Node
 from thresher.dataset.nodes.sources import Source
-from thresher.dataset.stage import CompileContext, Stage, close_stage
+from thresher.dataset.stage import CompileContext, Stage, close_stage, shuffle_text
 from thresher.dataset.views import SliceView
 from thresher.errors import ConfigError
 from thresher.transforms import FilterTransform, MapTransform
@@ -24,20 +25,26 @@ __all__ = ["Repeat", "Shuffle", "Slice"]
 @dataclass(frozen=True)
 class Shuffle(Node):
     seed: int = 0
+    block: Any = None  # a thresher.BlockShuffle, or None for a full shuffle
 
     def describe(self) -> str:
-        return f"shuffle(seed={self.seed})"
+        return shuffle_text(self.seed, self.block)
+
+    def identity(self) -> str:
+        if self.block is None:
+            return self.describe()
+        return f"shuffle(seed={self.seed}, block={self.block.config()})"  # natural boundaries by digest
 
     def compile(self, stage: Stage, ctx: CompileContext) -> Stage:
         movable = all(isinstance(op, (MapTransform, FilterTransform)) for op in stage.record_ops)
         if stage.shuffle is None and stage.epochs == 1 and stage.batch is None and movable \
                 and not stage.endless_source:
-            stage.shuffle = self.seed
+            stage.shuffle, stage.block = self.seed, self.block
             return stage
         if stage.endless:
             raise ConfigError(f"{self.where}: cannot shuffle an endless dataset; shuffle before repeat()")
         stage = close_stage(stage, ctx, self.where)
-        stage.shuffle = self.seed
+        stage.shuffle, stage.block = self.seed, self.block
         return stage
 
 

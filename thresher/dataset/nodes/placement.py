@@ -15,10 +15,10 @@ from thresher.dataset.cache import MemoryCacheView
 from thresher.dataset.cache_files import build_disk_cache, pod_process
 from thresher.dataset.nodes.base import Node
 from thresher.dataset.repeat import RepeatView
-from thresher.dataset.stage import AfterEngine, CompileContext, Stage, close_stage
+from thresher.dataset.stage import PREFETCH_DEFAULTS, AfterEngine, CompileContext, Stage, close_stage
 from thresher.errors import ConfigError
 from thresher.loader.data_loader import DataLoader
-from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S
+from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S, LoaderOptions
 from thresher.samplers.sharding import ShardOptions
 
 __all__ = ["Cache", "Prefetch", "Shard"]
@@ -47,11 +47,32 @@ class Shard(Node):
 
 @dataclass(frozen=True)
 class Prefetch(Node):
-    worker_count: int = 0
-    buffer: int = 2
-    worker_mode: str = "process"
-    worker_timeout_s: float | None = DEFAULT_WORKER_TIMEOUT_S
-    warm_start: bool = False
+    """The workers of the whole chain: ``Dataset.prefetch``'s options as one ``LoaderOptions``,
+    handed whole to the chain's DataLoaders (the last prefetch of a chain wins)."""
+
+    options: LoaderOptions = field(default_factory=lambda: PREFETCH_DEFAULTS)
+
+    @property
+    def worker_count(self) -> int:
+        count = self.options.worker_count
+        assert isinstance(count, int)  # Dataset.prefetch takes a number
+        return count
+
+    @property
+    def buffer(self) -> int | None:
+        return self.options.worker_buffer_size
+
+    @property
+    def worker_mode(self) -> str:
+        return str(self.options.worker_mode)
+
+    @property
+    def worker_timeout_s(self) -> float | None:
+        return self.options.worker_timeout_s
+
+    @property
+    def warm_start(self) -> bool:
+        return self.options.warm_start
 
     def describe(self) -> str:
         mode = f", worker_mode={self.worker_mode!r}" if self.worker_mode != "process" else ""
@@ -100,9 +121,7 @@ class Cache(Node):
         def elements() -> Any:
             source, sampler = stage.engine(_cache_part(stage, *process))
             ctx.reseeded = ctx.reseeded or isinstance(source, RepeatView)
-            loader = DataLoader(source, sampler, stage.operations(), worker_count=ctx.worker_count,
-                                worker_mode="thread" if ctx.worker_mode == "thread" else "process",
-                                worker_timeout_s=ctx.worker_timeout_s, warm_start=ctx.warm_start)
+            loader = DataLoader.of(source, sampler, stage.operations(), ctx.options)
             with iter(loader) as it:
                 yield from it
 

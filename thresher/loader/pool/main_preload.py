@@ -43,7 +43,29 @@ def _ours(var: str) -> str | None:
     if value is None:
         return None
     pid, _, what = value.partition(":")
+    if pid != str(os.getppid()) and pid.isdigit() and (os.getppid() == 1 or not _alive(int(pid))):
+        # The training process that started this server ended while it imported (a script that
+        # constructed a loader and returned): nothing will ask for a worker. Exit now, before
+        # a request it queued (the starter's probe) makes a process that would run the script.
+        os._exit(0)
     return what if pid == str(os.getppid()) and what else None
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (an ended process its parent has not waited for yet does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True  # someone else's process (EPERM): alive
+        return True
 
 
 class _LazyMain(types.ModuleType):

@@ -16,23 +16,24 @@ Example:
 
 from __future__ import annotations
 
+from thresher._validate import is_int
 from thresher.errors import ConfigError
 from thresher.loader.autotune import read_ahead
-from thresher.loader.producer import chunk_bounds
+from thresher.loader.producer import ChunkLoop
 
 __all__ = ["DEFAULT_BUFFER_SIZE", "Schedule"]
 
 DEFAULT_BUFFER_SIZE = 2
 
 
-class Schedule:
+class Schedule(ChunkLoop):
     """Chunk ranges, their workers and the read-ahead of a pool (fewer workers than chunks never)."""
 
     def __init__(self, start: int, stop: int | None, chunk_size: int, worker_count: int,
                  buffer_size: int | None = DEFAULT_BUFFER_SIZE, memory_budget: int | None = None) -> None:
-        if worker_count < 1 or (buffer_size is not None and buffer_size < 1):
+        if not is_int(worker_count, minimum=1) or (buffer_size is not None and not is_int(buffer_size, minimum=1)):
             raise ConfigError(f"need worker_count >= 1 and buffer_size >= 1, got {worker_count}, {buffer_size}")
-        self.start, self.stop, self.chunk_size = start, stop, chunk_size
+        super().__init__(start, stop, chunk_size)
         chunks = None if stop is None else max(0, -(-(stop - start) // chunk_size))
         self.count = worker_count if chunks is None else min(worker_count, chunks)
         self.asked = worker_count
@@ -44,10 +45,6 @@ class Schedule:
     def ahead(self) -> int:
         """Chunks that may be out (computed or being computed) and not yet taken."""
         return self.count * self.buffer
-
-    def bounds(self, index: int) -> tuple[int, int] | None:
-        """The positions of chunk ``index``, or None past the end."""
-        return chunk_bounds(self.start, self.stop, self.chunk_size, index)
 
     def worker_of(self, index: int) -> int:
         return index % self.count

@@ -169,7 +169,6 @@ class ThreadPoolProducer(Schedule):
         self._stats = stats
         self._timeout_s, self._keys = timeout_s, keys
         self._stuck: WorkerStuckError | None = None  # the watchdog's error: the pool is unusable after it
-        self._index = 0
         self._stack = stacks(processor.plan, chunk_size, excluded=processor.exclusions is not None)
         self._stages = worker_stages(processor.stages, self._stack, pack=False)
         self._shared = shared = _Shared(self.ahead)
@@ -187,10 +186,8 @@ class ThreadPoolProducer(Schedule):
                  f"{self.count} (of worker_count={self.asked}: the stream has only {self.count} chunks)")
         return f"worker thread {w} of {count}, computing positions [{bounds[0]}, {bounds[1]})"
 
-    def next_chunk(self) -> Chunk | None:
-        index = self._index
-        bounds = self.bounds(index)
-        if bounds is None or self.count == 0:
+    def _compute(self, index: int, bounds: tuple[int, int]) -> Chunk | None:
+        if self.count == 0:
             return None
         if self._stuck is not None:
             raise WorkerError(f"the worker threads are unusable: worker thread {self._stuck.worker} is stuck on "
@@ -232,14 +229,16 @@ class ThreadPoolProducer(Schedule):
             stats.stage(WAIT_WORKERS, asked, there)
             if len(marks) == len(self._stages) + 1:
                 stats.chunk(self._stages, marks, w, os.getpid(), index, bounds[0], bounds[1], thread=tid)
-        self._index = index + 1
+        return chunk
+
+    def _taken(self, index: int, chunk: Chunk) -> None:
+        shared = self._shared
         with shared.cond:
             if index == 0:
                 self.first_chunk_holds(nbytes(chunk.batches if chunk.batches is not None else chunk.elements))
                 shared.ahead = self.ahead
             shared.taken = self._index
             shared.cond.notify_all()
-        return chunk
 
     def _give_up(self, w: int, bounds: tuple[int, int], stuck_s: float) -> WorkerStuckError:
         """The watchdog's error for thread ``w`` (stuck on ``bounds``); closes the pool for good."""

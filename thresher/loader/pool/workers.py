@@ -275,6 +275,8 @@ class _Pool:
             if left is not None and left <= 0:
                 raise self._stuck(w, bounds, time.monotonic() - since)
             got = wait(waitables, timeout=_POLL_S if left is None else min(_POLL_S, left))
+            if conn in got or (got and conn.poll(0)):  # what w sent before any death is delivered first
+                return
             dead = [sentinels[s] for s in got if s in sentinels]
             if dead:
                 raise self._died(dead[0], bounds)
@@ -360,7 +362,6 @@ class WorkerPoolProducer(Schedule):
                  keys: Callable[[int, int], list[int]] | None = None, deferred: bool = False) -> None:
         super().__init__(start, stop, chunk_size, worker_count, buffer_size, memory_budget)
         self._spec = spec
-        self._index = 0  # the next chunk to take back
         self._handed = 0  # chunks handed out so far
         self._stats = stats
         self._pool: _Pool | None = None
@@ -395,10 +396,8 @@ class WorkerPoolProducer(Schedule):
             pool.send(self.worker_of(self._handed), (self._handed, *bounds))
             self._handed += 1
 
-    def next_chunk(self) -> Chunk | None:
-        index = self._index
-        bounds = self.bounds(index)
-        if bounds is None or self._pool is None:
+    def _compute(self, index: int, bounds: tuple[int, int]) -> Chunk | None:
+        if self._pool is None:
             return None
         if not self._begun:
             self.begin(self.start)
@@ -416,9 +415,10 @@ class WorkerPoolProducer(Schedule):
                 stats.chunk(self._spec.stages, marks, w, self._pool.pids[w], index, bounds[0], bounds[1])
         if index == 0:
             self.first_chunk_holds(nbytes)
-        self._index = index + 1
-        self._hand_out()
         return chunk
+
+    def _taken(self, index: int, chunk: Chunk) -> None:
+        self._hand_out()
 
     @property
     def pids(self) -> list[int]:

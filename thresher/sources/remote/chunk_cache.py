@@ -15,6 +15,10 @@ whose next use is farthest): the least recently used chunk *not* needed within t
 goes first, and only when every chunk held is needed within it, the one needed last. The
 window only chooses what is evicted: the records read never depend on it.
 
+A chunk fetched only because its block was (the rest of a block shuffle's block) is held as
+its stored bytes (:class:`Raw`) until a read needs it; that read decodes and checks it and
+puts it back decoded (:meth:`ChunkCache.replace`).
+
 Reads of the same chunk by concurrent threads share one fetch: the first claims it and
 fetches it, the others wait for that fetch (its result or its error), so a loader that
 keeps several batches' reads in flight never fetches a chunk twice at once.
@@ -35,10 +39,11 @@ import collections
 import threading
 from collections.abc import Iterable
 from concurrent.futures import Future
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["ChunkCache", "ChunkKey", "Decoded"]
+__all__ = ["ChunkCache", "ChunkKey", "Decoded", "Held", "Raw"]
 
 #: A chunk: (file index, chunk index in that file).
 ChunkKey = tuple[int, int]
@@ -47,9 +52,25 @@ _FILE_SHIFT = 40  # a chunk's code in the look-ahead window: file << 40 | chunk
 Decoded = tuple[list[int], bytes]
 
 
-def _cost(decoded: Decoded) -> int:
-    """Bytes a decoded chunk holds (its records, and 8 per bound)."""
-    return len(decoded[1]) + 8 * len(decoded[0])
+class Raw(NamedTuple):
+    """A chunk fetched but not decoded yet (nor checked): its stored bytes, ``[begin, end)`` of
+    its file. A range request fetches a whole block of chunks; each is decoded by the first
+    read that needs it, so a process decodes only the chunks it reads."""
+
+    data: bytes
+    begin: int
+    end: int
+
+
+#: What the cache holds for a chunk.
+Held = Decoded | Raw
+
+
+def _cost(held: Held) -> int:
+    """Bytes a chunk held takes (a decoded one: its records, and 8 per bound)."""
+    if isinstance(held, Raw):
+        return len(held.data)
+    return len(held[1]) + 8 * len(held[0])
 
 
 class ChunkCache:
@@ -62,8 +83,10 @@ class ChunkCache:
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self._entries: collections.OrderedDict[ChunkKey, tuple[Decoded, int]] = collections.OrderedDict()
-        self._fetching: dict[ChunkKey, Future[Decoded]] = {}
+        self._entries: collections.OrderedDict[ChunkKey, tuple[Held, int]] = collections.OrderedDict()
+        # Chunks being fetched; the Future is made only when a second thread waits for one (a
+        # Future per chunk costs more than decoding a small chunk).
+        self._fetching: dict[ChunkKey, Future[Held] | None] = {}
         self._size = 0
         self._lock = threading.Lock()
         self._window = np.zeros(0, dtype=np.int64)  # codes of the chunks needed next, in order
@@ -90,44 +113,69 @@ class ChunkCache:
                 return key
         return max(self._entries, key=lambda k: soon[k[0] << _FILE_SHIFT | k[1]])
 
-    def claim(self, keys: Iterable[ChunkKey]) -> tuple[dict[ChunkKey, Decoded], dict[ChunkKey, Future[Decoded]],
-                                                         list[ChunkKey]]:
+    def claim(self, keys: Iterable[ChunkKey], extra: Iterable[ChunkKey] = ()
+              ) -> tuple[dict[ChunkKey, Held], dict[ChunkKey, Future[Held]], list[ChunkKey]]:
         """Splits ``keys`` into the chunks held (with their data), the chunks another thread is
         fetching (with the future of that fetch) and those the caller must fetch now (each
-        then ends with :meth:`fulfil` or :meth:`abandon`)."""
-        hits: dict[ChunkKey, Decoded] = {}
-        waits: dict[ChunkKey, Future[Decoded]] = {}
+        then ends with :meth:`fulfil` or :meth:`abandon`). ``extra``: chunks the caller fetches
+        too if no thread holds or fetches them (the rest of a block), claimed in the same step
+        so that two threads starting on one block never split it between them."""
+        hits: dict[ChunkKey, Held] = {}
+        waits: dict[ChunkKey, Future[Held]] = {}
         mine: list[ChunkKey] = []
         with self._lock:
+            for key in extra:
+                if key not in self._entries and key not in self._fetching:
+                    self._fetching[key] = None
+                    mine.append(key)
             for key in keys:
                 entry = self._entries.get(key)
                 if entry is not None:
                     self._entries.move_to_end(key)
                     hits[key] = entry[0]
                 elif key in self._fetching:
-                    waits[key] = self._fetching[key]
+                    future = self._fetching[key]
+                    if future is None:
+                        future = self._fetching[key] = Future()
+                    waits[key] = future
                 else:
-                    self._fetching[key] = Future()
+                    self._fetching[key] = None
                     mine.append(key)
             self.hits += len(hits) + len(waits)
             self.misses += len(mine)
         return hits, waits, mine
 
-    def fulfil(self, key: ChunkKey, decoded: Decoded) -> None:
+    def holds(self, key: ChunkKey) -> bool:
+        """Whether ``key`` is held now (a hint: it may be evicted the next moment)."""
+        return key in self._entries
+
+    def fulfil(self, key: ChunkKey, decoded: Held) -> None:
         """The claimed chunk ``key`` was fetched: waiting threads get it, and it is kept if it
         fits in the budget (older chunks are evicted to make room)."""
-        cost = _cost(decoded)
         with self._lock:
             future = self._fetching.pop(key, None)
-            if cost <= self.budget and key not in self._entries:
-                self._entries[key] = (decoded, cost)
-                self._size += cost
-                while self._size > self.budget:
-                    _, dropped = self._entries.pop(self._victim())
-                    self._size -= dropped
-                    self.evictions += 1
+            self._put(key, decoded)
         if future is not None:
             future.set_result(decoded)
+
+    def replace(self, key: ChunkKey, decoded: Held) -> None:
+        """A held chunk in another form (decoded from its Raw bytes); nothing if it was evicted."""
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._size -= old[1]
+                self._put(key, decoded)
+
+    def _put(self, key: ChunkKey, held: Held) -> None:
+        """Keeps ``held`` if it fits in the budget, evicting older chunks (lock held)."""
+        cost = _cost(held)
+        if cost <= self.budget and key not in self._entries:
+            self._entries[key] = (held, cost)
+            self._size += cost
+            while self._size > self.budget:
+                _, dropped = self._entries.pop(self._victim())
+                self._size -= dropped
+                self.evictions += 1
 
     def abandon(self, keys: Iterable[ChunkKey], error: BaseException) -> None:
         """The claimed chunks ``keys`` could not be fetched: threads waiting for them get

@@ -47,7 +47,7 @@ import numpy as np
 from thresher._validate import user_path
 from thresher.errors import CorruptSourceError, SourceError
 from thresher.sources.remote.block_hints import BlockHints
-from thresher.sources.remote.chunk_cache import ChunkCache, Decoded
+from thresher.sources.remote.chunk_cache import ChunkCache, Decoded, Held, Raw
 from thresher.sources.remote.footer_cache import read_cached, write_cached
 from thresher.sources.remote.format import (
     BLOCK_SIZE,
@@ -262,42 +262,55 @@ class RangeReader:
         return out
 
     def _serve(self, request: _Request, what: str, needed: frozenset[int] | None = None
-               ) -> dict[int, tuple[list[int], bytes]]:
-        """Fetches ``request`` and decodes its chunks (those not ``needed``, fetched only to
-        fill the cache, are dropped if they cannot be decoded: a read that needs one raises)."""
+               ) -> dict[int, Decoded]:
+        """Fetches ``request`` and decodes the chunks ``needed`` (None: all); the others, fetched
+        only to fill the cache (the rest of a block), are held as Raw bytes, decoded and checked
+        by the first read that needs them (:meth:`_materialize`)."""
         f = request.file
         cache: ChunkCache = self._process()["cache"]
         index = self.index(f)
-        g = index.group_size
         data = self._fetch(f, request.start, request.end, what)
         ends = index.chunk_ends()
         out = {}
         for c in request.chunks:
             begin, end = int(index.chunk_offsets[c]), int(ends[c])
-            try:
-                decoded = self._decode(f, c, data, request.start, begin, end)
-            except FormatError as e:
-                last = min(c * g + g, index.num_records) - 1
-                if needed is not None and c not in needed:  # fetched only to fill the cache
-                    cache.abandon([(f, c)], CorruptSourceError(
-                        f"records {c * g}..{last} of {self.objects[f].url!r} (chunk {c} at offset {begin}) "
-                        f"cannot be read: {e}"))
-                    continue
-                # Bytes damaged on their way (a torn or altered response) are read again once;
-                # a chunk that fails twice is corrupt where it is stored.
-                with self._process()["lock"]:
-                    self.refetches += 1
-                again = self._fetch(f, begin, end, what)
-                try:
-                    decoded = self._decode(f, c, again, begin, begin, end)
-                except FormatError as again_error:
-                    raise CorruptSourceError(
-                        f"records {c * g}..{last} of {self.objects[f].url!r} (chunk {c} at offset {begin}, "
-                        f"bytes [{begin}, {end})) cannot be read, fetched twice: {again_error}. No record of "
-                        "this chunk is returned; restore the object from a good copy or rewrite it") from None
-            out[c] = decoded
+            if needed is not None and c not in needed:
+                cache.fulfil((f, c), Raw(data[begin - request.start:end - request.start], begin, end))
+                continue
+            out[c] = decoded = self._checked(f, c, data, request.start, begin, end, what)
             cache.fulfil((f, c), decoded)
         return out
+
+    def _checked(self, f: int, c: int, data: bytes, base: int, begin: int, end: int, what: str) -> Decoded:
+        """Chunk ``c`` of file ``f`` decoded from ``data`` (the file's bytes from ``base``); bytes
+        damaged on their way (a torn or altered response) are fetched again once, and a chunk
+        that fails twice is corrupt where it is stored (CorruptSourceError)."""
+        try:
+            return self._decode(f, c, data, base, begin, end)
+        except FormatError:
+            pass
+        with self._process()["lock"]:
+            self.refetches += 1
+        again = self._fetch(f, begin, end, what)
+        try:
+            return self._decode(f, c, again, begin, begin, end)
+        except FormatError as again_error:
+            index = self.index(f)
+            g = index.group_size
+            last = min(c * g + g, index.num_records) - 1
+            raise CorruptSourceError(
+                f"records {c * g}..{last} of {self.objects[f].url!r} (chunk {c} at offset {begin}, "
+                f"bytes [{begin}, {end})) cannot be read, fetched twice: {again_error}. No record of "
+                "this chunk is returned; restore the object from a good copy or rewrite it") from None
+
+    def _materialize(self, f: int, c: int, held: Held) -> Decoded:
+        """A chunk held as Raw bytes decoded and checked (and kept decoded); a decoded one as it is."""
+        if not isinstance(held, Raw):
+            return held
+        decoded = self._checked(f, c, held.data, held.begin, held.begin, held.end,
+                                f"reading chunk {c} of {self.objects[f].url!r}")
+        self._process()["cache"].replace((f, c), decoded)
+        return decoded
 
     def _decode(self, f: int, c: int, data: bytes, base: int, begin: int, end: int) -> Decoded:
         """The records of chunk ``c`` of file ``f`` (bytes ``[begin, end)``) from ``data`` (the
@@ -344,27 +357,31 @@ class RangeReader:
         wanted = [(f, c) for f in files for c in np.unique(pairs[pairs[:, 0] == f, 1] // groups[f]).tolist()]
         cache: ChunkCache = self._process()["cache"]
         deadline = time.monotonic() + self.options.timeout
-        chunks, waits, mine = cache.claim(wanted)
+        wanted_set = set(wanted)
+        block = []  # the rest of the hinted blocks (a block shuffle's window, block_hints) of missing chunks
+        if self.options.cache_bytes:
+            block = self._process()["blocks"].expand([k for k in wanted if not cache.holds(k)])
+        chunks, waits, mine = cache.claim(wanted, [k for k in block if k not in wanted_set])
         try:
-            mine += cache.claim(self._around(mine, set(wanted)))[2]
-            if self.options.cache_bytes:  # whole blocks of a block shuffle's window (block_hints)
-                mine += cache.claim(self._process()["blocks"].expand(mine))[2]
+            mine += cache.claim(self._around(mine, wanted_set))[2]
             chunks.update(self._fetch_chunks(pairs, groups, mine))
         except BaseException as e:
             cache.abandon(mine, e)
             raise
+        held: dict[tuple[int, int], Held] = dict(chunks)
         for (f, c), future in waits.items():  # chunks another thread of this process is fetching
             try:
-                chunks[(f, c)] = future.result(timeout=max(0.0, deadline - time.monotonic()))
+                held[(f, c)] = future.result(timeout=max(0.0, deadline - time.monotonic()))
             except cf.TimeoutError:
                 g = groups[f]
                 raise SourceError(f"reading records {c * g}..{c * g + g - 1} of {self.objects[f].url!r} did not "
                                   f"finish within {self.options.timeout:g} s (RemoteReadOptions.timeout); the "
                                   "storage is unreachable or too slow") from None
+        decoded = {key: self._materialize(key[0], key[1], h) for key, h in held.items()}
         out = []
         for f, k in pairs.tolist():
             g = groups[f]
-            bounds, values = chunks[(f, k // g)]
+            bounds, values = decoded[(f, k // g)]
             i = k % g
             out.append(values[bounds[i]:bounds[i + 1]])
         return out
@@ -426,12 +443,14 @@ class RangeReader:
 
     def upcoming_blocks(self, blocks: Sequence[tuple[int, int, int]]) -> None:
         """Blocks ``(file, first key, last key)`` read together next (a block shuffle's window):
-        a read that needs a chunk of one fetches all of its chunks (see ``block_hints``).
-        Blocks of files whose footer this process has not read yet are left out."""
+        a read that needs a chunk of one fetches all of its chunks (see ``block_hints``). The
+        footers of their files are read first where this process has not read them yet (a worker
+        process's first window: left out, it was read one request per record)."""
+        blocks = list(blocks)
+        self._load_indexes(sorted({f for f, _, _ in blocks}))
         local = self._process()
         indexes = local["indexes"]
-        local["blocks"].add((f, a // indexes[f].group_size, b // indexes[f].group_size)
-                            for f, a, b in blocks if f in indexes)
+        local["blocks"].add((f, a // indexes[f].group_size, b // indexes[f].group_size) for f, a, b in blocks)
 
     def close(self) -> None:
         """Stops this process's thread pool (it is remade on the next read)."""
