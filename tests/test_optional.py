@@ -69,9 +69,29 @@ def _image_backend(tmp: str) -> Any:
 
 
 def _cramjam(tmp: str) -> Any:
-    from thresher.sources.remote.compression import _cramjam
+    import threading
 
-    return _cramjam()
+    import pytest
+
+    from thresher.sources.remote import compression
+
+    with pytest.MonkeyPatch.context() as m:  # what an earlier read loaded is forgotten
+        m.setattr(compression, "_MODULES", {})
+        m.setattr(compression, "_ZSTD", threading.local())
+        return compression.decompress(compression.BROTLI, b"x")
+
+
+def _zstandard(tmp: str) -> Any:
+    import threading
+
+    import pytest
+
+    from thresher.sources.remote import compression
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(compression, "_MODULES", {})
+        m.setattr(compression, "_ZSTD", threading.local())
+        return compression.decompress(compression.ZSTD, b"x")
 
 
 def _fsspec(tmp: str) -> Any:
@@ -108,6 +128,7 @@ CASES: list[tuple[str, str, Callable[[str], Any]]] = [
     ("cv2", "opencv", _opencv),
     ("PIL.Image", "images", _image_backend),
     ("cramjam", "remote", _cramjam),
+    ("zstandard", "remote", _zstandard),
     ("fsspec.core", "remote", _fsspec),
     ("botocore.session", "remote", _botocore),
     ("jax", "jax", _jax_split),

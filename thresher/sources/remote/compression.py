@@ -59,14 +59,15 @@ def decompress(compression: int, buf: bytes) -> bytes:
         return b""
     size, pos = read_varint(buf, 0)
     payload = bytes(buf[pos:])
+    # the library first, outside the try: a missing one is a MissingExtraError naming the extra
+    lib: Any = _module("zstandard" if compression == ZSTD else "cramjam")
     try:
         if compression == ZSTD:
             out: Any = _zstd(payload, size)
         elif compression == BROTLI:
-            cj: Any = _module("cramjam")
-            out = cj.brotli.decompress(payload, output_len=size)
+            out = lib.brotli.decompress(payload, output_len=size)
         else:
-            out = _module("cramjam").snappy.decompress_raw(payload, output_len=size)
+            out = lib.snappy.decompress_raw(payload, output_len=size)
     except Exception as e:  # cramjam and zstandard raise their own errors
         raise FormatError(f"{COMPRESSIONS[compression]} data does not decompress: {e}") from None
     data = out if isinstance(out, bytes) else bytes(out)
