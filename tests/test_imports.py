@@ -246,3 +246,27 @@ def test_earlier_import_paths_give_the_moved_objects() -> None:
 
     assert TfdsSource is moved.TfdsSource and convert is moved_convert.convert
     assert ArrayRecordSource is sources.ArrayRecordSource
+
+
+def test_import_thresher_is_light_and_every_public_name_still_resolves() -> None:
+    # `import thresher` imports no subpackage (public names load on first use): a worker, the
+    # fork server and a script that needs one part import only that part. Every name in
+    # __all__, and the subpackages that `import thresher` used to make attributes, resolve.
+    script = (
+        "import sys, thresher\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('thresher.'))\n"
+        "assert loaded == ['thresher._optional', 'thresher.errors'], loaded\n"
+        "import thresher.loader.pool.worker_main\n"
+        "heavy = [m for m in sys.modules if m.startswith(('thresher.dataset', 'thresher.features', "
+        "'thresher.splits', 'thresher.sources.formats.parquet', 'thresher.forensics'))]\n"
+        "assert heavy == [], heavy\n"
+        "for name in thresher.__all__ + ['dataset', 'display', 'forensics', 'loader', 'randomness']:\n"
+        "    assert getattr(thresher, name) is not None, name\n"
+        "    assert name in dir(thresher)\n"
+        "for name in thresher.sources.__all__:\n"
+        "    getattr(thresher.sources, name)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         cwd=str(PACKAGE.parent))
+    assert out.stdout.strip() == "ok", out.stderr

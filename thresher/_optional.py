@@ -4,7 +4,9 @@
 where it is used, through :func:`require`, so a missing package is a
 :class:`~thresher.errors.MissingExtraError` (a ``ModuleNotFoundError``) that says what needs it and
 the command to run, never a bare ``ModuleNotFoundError``. :func:`available` asks without raising,
-for code that falls back to another library.
+for code that falls back to another library. :func:`lazy_names` gives a package's public names
+that are imported on first use, so that importing one module of thresher (a worker's) does not
+import them all.
 
 Example:
     >>> from thresher._optional import require
@@ -19,11 +21,13 @@ Example:
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from types import ModuleType
+from typing import Any
 
 from thresher.errors import MissingExtraError
 
-__all__ = ["EXTRAS", "available", "install_command", "missing", "require"]
+__all__ = ["EXTRAS", "available", "install_command", "lazy_names", "missing", "require"]
 
 # the top-level module -> the extra of pyproject.toml that installs it
 EXTRAS = {
@@ -94,3 +98,33 @@ def available(module: str) -> bool:
     except ImportError:
         return False
     return True
+
+
+def lazy_names(package: str, homes: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's ``__getattr__`` and ``__dir__`` (PEP 562) for names imported on first use.
+
+    ``homes`` maps each public name to the module that defines it; a name whose home is
+    ``f"{package}.{name}"`` is that submodule itself. The first lookup imports the home and
+    keeps the value in the package, so later lookups cost nothing. The package imports the
+    same names under ``TYPE_CHECKING`` for type checkers.
+
+    Example:
+        >>> getattr_, dir_ = lazy_names("thresher", {"errors": "thresher.errors"})
+        >>> getattr_("errors").__name__, "errors" in dir_()
+        ('thresher.errors', True)
+    """
+    namespace = importlib.import_module(package).__dict__
+
+    def __getattr__(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module = importlib.import_module(home)
+        value = module if home == f"{package}.{name}" else getattr(module, name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *homes})
+
+    return __getattr__, __dir__
