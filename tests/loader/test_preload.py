@@ -126,3 +126,28 @@ def test_a_script_that_ends_while_the_fork_server_starts_runs_its_top_level_once
         assert out.returncode == 0, out.stderr
     time.sleep(5.0)  # a server left behind would have finished its imports and forked by now
     assert len((tmp_path / "short.py.log").read_text().split()) == 3
+
+
+def test_the_pipelines_thresher_modules_are_preloaded_in_the_fork_server(tmp_path) -> None:
+    # Constructing a DataLoader with worker processes adds the thresher modules its pickled
+    # pipeline names (the source's, the operations') to the fork server's preloads, so that
+    # each worker does not import them again while it loads the pipeline.
+    script = textwrap.dedent(f"""
+        import thresher as th
+        from thresher.loader.pool.worker_start import preload_modules
+        if __name__ == "__main__":
+            path = {str(tmp_path / "d.array_record")!r}
+            th.sources.write_array_record(path, [bytes([i]) for i in range(16)])
+            before = preload_modules()
+            loader = th.DataLoader(th.sources.ArrayRecordSource(path), th.IndexSampler(16),
+                                   [th.MapTransform(len), th.Batch(4)], worker_count=2)
+            after = preload_modules()
+            print([m for m in after if m not in before])
+            print(sum(int(x.sum()) for x in loader))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    added, total = out.stdout.strip().split("\n")
+    assert "'thresher.sources.formats.array_record.source'" in added
+    assert "'thresher.transforms.batch'" in added or "'thresher.transforms'" in added
+    assert total == "16"

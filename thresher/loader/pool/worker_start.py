@@ -184,6 +184,14 @@ def _pickle_or_none(obj: Any) -> Exception | None:
     return None
 
 
+def _thresher_modules(payload: bytes) -> list[str]:
+    """thresher's modules that the pickled pipeline names (its source's, its operations'):
+    a worker imports them when it loads the pipeline, so the fork server imports them once
+    for all (thresher's modules import no optional library and start no thread on import).
+    Only modules this process has imported; a name that is part of a longer one costs nothing."""
+    return sorted(m for m in list(sys.modules) if m.startswith("thresher.") and m.encode() in payload)
+
+
 def _unpicklable_part(processor: ChunkProcessor) -> str:
     for op in processor.plan.record_ops:
         if _pickle_or_none(op.fn) is not None:
@@ -234,6 +242,7 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
         ) from e
     if b"jax" in payload and "jax" in sys.modules:  # the workers will import it: once, in the fork server
         preload_in_workers(["jax"])
+    preload_in_workers(_thresher_modules(payload))
     stack = stacks(plan, chunk_size, excluded=processor.exclusions is not None)
     return WorkerSpec(payload, stack, "[" + ", ".join(plan.descriptions) + "]",
                       worker_stages(processor.stages, stack))
