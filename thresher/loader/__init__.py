@@ -11,20 +11,54 @@ Example:
     4
 """
 
-from thresher.loader.autotune import AutotuneReport
-from thresher.loader.data_loader import DataLoader
-from thresher.loader.engine import Engine
-from thresher.loader.iterator import DataLoaderIterator
-from thresher.loader.merge import merge_states
-from thresher.loader.options import LoaderOptions
-from thresher.loader.pool.worker_start import preload_in_workers
-from thresher.loader.profiling.stats import LoaderStats, StageTime
-from thresher.loader.profiling.timeline import plot_timeline
-from thresher.loader.profiling.tracing import Tracer, trace
-from thresher.loader.read_options import ReadOptions
-from thresher.loader.resumable import ResumableIterator
-from thresher.loader.state import slowest_state, upgrade_state
-from thresher.loader.state_types import LoaderState
+# The names are imported on first use (thresher._optional.lazy_names): a worker imports
+# thresher.loader.pool.worker_main without the DataLoader, autotuning, tracing and merging.
+from typing import TYPE_CHECKING
+
+from thresher._optional import lazy_names
+
+if TYPE_CHECKING:
+    from thresher.loader.autotune import AutotuneReport
+    from thresher.loader.data_loader import DataLoader
+    from thresher.loader.engine import Engine
+    from thresher.loader.iterator import DataLoaderIterator
+    from thresher.loader.merge import merge_states
+    from thresher.loader.options import LoaderOptions
+    from thresher.loader.pool.worker_start import preload_in_workers
+    from thresher.loader.profiling.stats import LoaderStats, StageTime
+    from thresher.loader.profiling.timeline import plot_timeline
+    from thresher.loader.profiling.tracing import Tracer, trace
+    from thresher.loader.read_options import ReadOptions
+    from thresher.loader.resumable import ResumableIterator
+    from thresher.loader.state import slowest_state, upgrade_state
+    from thresher.loader.state_types import LoaderState
+
+__getattr__, __dir__ = lazy_names(__name__, {
+    "AutotuneReport": "thresher.loader.autotune",
+    "DataLoader": "thresher.loader.data_loader",
+    "Engine": "thresher.loader.engine",
+    "DataLoaderIterator": "thresher.loader.iterator",
+    "merge_states": "thresher.loader.merge",
+    "LoaderOptions": "thresher.loader.options",
+    "preload_in_workers": "thresher.loader.pool.worker_start",
+    "LoaderStats": "thresher.loader.profiling.stats",
+    "StageTime": "thresher.loader.profiling.stats",
+    "plot_timeline": "thresher.loader.profiling.timeline",
+    "Tracer": "thresher.loader.profiling.tracing",
+    "trace": "thresher.loader.profiling.tracing",
+    "ReadOptions": "thresher.loader.read_options",
+    "ResumableIterator": "thresher.loader.resumable",
+    "slowest_state": "thresher.loader.state",
+    "upgrade_state": "thresher.loader.state",
+    "LoaderState": "thresher.loader.state_types",
+    # the submodules `import thresher.loader` made attributes before its names became lazy
+    **{name: f"thresher.loader.{name}" for name in (
+        "autotune", "batcher", "bad_records", "chunk", "coalesce", "data_loader", "engine", "exclusions",
+        "iterator", "ledger", "main_module", "merge", "options", "pool", "producer", "profiling",
+        "read_ahead", "read_options", "resumable", "skips", "state", "state_digest", "state_input",
+        "state_types", "steps", "thread_probe", "warm_start"
+    )},
+})
 
 __all__ = [
     "AutotuneReport",
