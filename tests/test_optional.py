@@ -68,7 +68,7 @@ def _image_backend(tmp: str) -> Any:
     return decode_image(b"\x89PNG", 3, backend="pil")
 
 
-def _cramjam(tmp: str) -> Any:
+def _decompress(kind: str) -> Any:
     import threading
 
     import pytest
@@ -78,20 +78,15 @@ def _cramjam(tmp: str) -> Any:
     with pytest.MonkeyPatch.context() as m:  # what an earlier read loaded is forgotten
         m.setattr(compression, "_MODULES", {})
         m.setattr(compression, "_ZSTD", threading.local())
-        return compression.decompress(compression.BROTLI, b"x")
+        return compression.decompress(getattr(compression, kind), b"x")
+
+
+def _cramjam(tmp: str) -> Any:
+    return _decompress("BROTLI")
 
 
 def _zstandard(tmp: str) -> Any:
-    import threading
-
-    import pytest
-
-    from thresher.sources.remote import compression
-
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(compression, "_MODULES", {})
-        m.setattr(compression, "_ZSTD", threading.local())
-        return compression.decompress(compression.ZSTD, b"x")
+    return _decompress("ZSTD")
 
 
 def _fsspec(tmp: str) -> Any:

@@ -17,11 +17,10 @@ from thresher.loader.engine import Engine
 from thresher.loader.exclusions import Exclusions, RecordKeys, record_blocklist
 from thresher.loader.iterator import DataLoaderIterator
 from thresher.loader.main_module import guard_error, unimportable_main
-from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S, LoaderOptions, WorkerCount, WorkerMode
+from thresher.loader.options import DEFAULT_WORKER_TIMEOUT_S, LoaderOptions, OptionAttributes, WorkerCount, WorkerMode
 from thresher.loader.pool.worker_main import WorkerSpec
 from thresher.loader.pool.worker_start import make_worker_spec
 from thresher.loader.profiling.stats import BATCH, PACK, TRANSFER, WAIT_WORKERS
-from thresher.loader.read_options import ReadOptions
 from thresher.loader.state import geometry_of, stream_identity
 from thresher.loader.state_types import Geometry, LoaderState, StreamId
 from thresher.loader.warm_start import start_early
@@ -32,7 +31,7 @@ from thresher.transforms.operations import plan_operations
 __all__ = ["DataLoader"]
 
 
-class DataLoader:
+class DataLoader(OptionAttributes):
     """Reads, transforms and batches records; a pure function of (data, sampler, ops, seed).
 
     Args:
@@ -223,40 +222,6 @@ class DataLoader:
         loader = cls.__new__(cls)
         DataLoader._init(loader, data_source, sampler, operations, options, **kwargs)
         return loader
-
-    # The options, as the attributes users read.
-    @property
-    def worker_count(self) -> WorkerCount:
-        return self.options.worker_count
-
-    @property
-    def worker_mode(self) -> WorkerMode:
-        """``"process"``, ``"thread"``, or ``"auto"`` (``worker_count="auto"`` measures it)."""
-        return self.options.worker_mode or "process"
-
-    @property
-    def chunk_size(self) -> int:
-        size = self.options.chunk_size
-        assert size is not None  # resolved
-        return size
-
-    @property
-    def worker_buffer_size(self) -> int | None:
-        return self.options.worker_buffer_size
-
-    @property
-    def worker_timeout_s(self) -> float | None:
-        return self.options.worker_timeout_s
-
-    @property
-    def read_options(self) -> ReadOptions:
-        return self.options.read_options
-
-    @property
-    def warm_start(self) -> bool:
-        """The first chunks of each iterator with worker processes come from this process
-        while its workers start (thresher.loader.warm_start); the same batches."""
-        return self.options.warm_start
 
     @cached_property
     def engine(self) -> Engine:

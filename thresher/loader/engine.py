@@ -42,7 +42,7 @@ from thresher.loader.autotune import (
 from thresher.loader.chunk import ChunkProcessor
 from thresher.loader.coalesce import CoalescingProducer
 from thresher.loader.exclusions import Consumed, Exclusions
-from thresher.loader.options import LoaderOptions, WorkerCount, WorkerMode
+from thresher.loader.options import LoaderOptions, OptionAttributes
 from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
 from thresher.loader.profiling.stats import StatsRecorder, available_cpus
 from thresher.loader.read_ahead import ReadAhead
@@ -60,7 +60,7 @@ _log = logging.getLogger("thresher")
 
 
 @dataclass(frozen=True)
-class Engine:
+class Engine(OptionAttributes):
     """Makes producers for iterators; immutable, shared by all iterators of a DataLoader.
 
     Attributes:
@@ -85,23 +85,6 @@ class Engine:
     worker_spec: WorkerSpec | None = None
     unusable: str | None = None
     ledger: str | None = None
-
-    @property
-    def chunk_size(self) -> int:
-        """Positions per chunk."""
-        size = self.options.chunk_size
-        assert size is not None  # resolved by the DataLoader
-        return size
-
-    @property
-    def worker_count(self) -> WorkerCount:
-        """Workers that compute ahead (0: this process), or ``"auto"``."""
-        return self.options.worker_count
-
-    @property
-    def worker_mode(self) -> WorkerMode:
-        """``"process"``, ``"thread"``, or ``"auto"`` (measured, with ``worker_count="auto"``)."""
-        return self.options.worker_mode or "process"
 
     # -- state ------------------------------------------------------------------------------
     def state_at(self, position: int) -> LoaderState:

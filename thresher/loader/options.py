@@ -34,7 +34,7 @@ from thresher._validate import check_count, check_int, is_seconds
 from thresher.errors import ConfigError
 from thresher.loader.read_options import ReadOptions
 
-__all__ = ["WORKER_MODES", "LoaderOptions", "WorkerCount", "WorkerMode"]
+__all__ = ["WORKER_MODES", "LoaderOptions", "OptionAttributes", "WorkerCount", "WorkerMode"]
 
 WorkerCount = int | Literal["auto"]
 WorkerMode = Literal["process", "thread", "auto"]
@@ -107,3 +107,52 @@ class LoaderOptions:
             300
         """
         return replace(self, chunk_size=self.chunk_size_for(batch_size))
+
+
+class OptionAttributes:
+    """The options of a ``LoaderOptions`` held as ``self.options``, as read-only attributes
+    (``DataLoader`` and ``Engine`` both show them; ``chunk_size`` resolved by the DataLoader).
+
+    Example:
+        >>> class Holder(OptionAttributes):
+        ...     options = LoaderOptions(worker_count=2, chunk_size=64)
+        >>> Holder().worker_count, Holder().worker_mode, Holder().chunk_size
+        (2, 'process', 64)
+    """
+
+    options: LoaderOptions
+
+    @property
+    def worker_count(self) -> WorkerCount:
+        """Workers that compute ahead (0: this process), or ``"auto"``."""
+        return self.options.worker_count
+
+    @property
+    def worker_mode(self) -> WorkerMode:
+        """``"process"``, ``"thread"``, or ``"auto"`` (``worker_count="auto"`` measures it)."""
+        return self.options.worker_mode or "process"
+
+    @property
+    def chunk_size(self) -> int:
+        """Positions per chunk."""
+        size = self.options.chunk_size
+        assert size is not None  # resolved by the DataLoader
+        return size
+
+    @property
+    def worker_buffer_size(self) -> int | None:
+        return self.options.worker_buffer_size
+
+    @property
+    def worker_timeout_s(self) -> float | None:
+        return self.options.worker_timeout_s
+
+    @property
+    def read_options(self) -> ReadOptions:
+        return self.options.read_options
+
+    @property
+    def warm_start(self) -> bool:
+        """The first chunks of each iterator with worker processes come from this process
+        while its workers start (thresher.loader.warm_start); the same batches."""
+        return self.options.warm_start
