@@ -80,6 +80,7 @@ def test_one_chunk_loop_in_the_producers_folder() -> None:
             if isinstance(cls, type) and cls.__module__ == module.__name__ and "next_chunk" in vars(cls) \
                     and not protocol:
                 loops.append(name)
-        source = path.read_text()
-        assert path.stem == "base" or "self._index +=" not in source and "self._done" not in source, path
+        if path.stem != "base":  # no counter of chunks handed out but ChunkLoop's
+            source = path.read_text()
+            assert "self._index +=" not in source and "self._done" not in source, path
     assert loops == ["ChunkLoop"]
