@@ -100,6 +100,8 @@ LAYERS: dict[str, int] = {
     "thresher.samplers": ENGINE,
     "thresher.transforms": ENGINE,
     "thresher.loader": ENGINE,
+    "thresher.loader.producers": ENGINE,  # the six producers, on one chunk loop (base.ChunkLoop)
+    "thresher.loader.pool": ENGINE,  # the worker processes and the pools' schedule
     "thresher.sources.protocol": ENGINE,
     "thresher.sources.range": ENGINE,
     "thresher.sources.in_memory": ENGINE,
@@ -176,6 +178,7 @@ def test_no_circle_counting_imports_inside_functions() -> None:
 
 def test_every_module_has_a_layer() -> None:
     assert layer("thresher.loader.pool.workers") == ENGINE
+    assert layer("thresher.loader.producers.processes") == ENGINE
     assert layer("thresher.sources.range") == ENGINE
     assert layer("thresher.sources.formats.tfds.reader") == STORAGE
     assert layer("thresher.dataset.mix") == FRONT_END

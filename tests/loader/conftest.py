@@ -24,7 +24,7 @@ def _helpers_started() -> None:
     """Starts multiprocessing's long-lived helpers (fork server, resource tracker) once, so
     that they are part of every leak check's baseline rather than counted as leaks."""
     from thresher.loader import warm_start
-    from thresher.loader.pool.workers import prestart
+    from thresher.loader.pool.worker_start import prestart
 
     prestart()
     assert warm_start.wait(120.0)  # the fork server answers: iterators start their workers directly

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 import thresher as th
 from tests.loader import worker_helpers as wh
 from thresher.errors import TransformError
-from thresher.loader.coalesce import CoalescingProducer
-from thresher.loader.producer import InProcessProducer
+from thresher.loader.producers.coalescing import CoalescingProducer
+from thresher.loader.producers.in_process import InProcessProducer
 
 
 def _chunks(producer: Any) -> list[Any]:

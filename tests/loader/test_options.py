@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import importlib
+import pathlib
+
 import pytest
 
 import thresher as th
+import thresher.loader.producers
 from thresher.dataset.nodes import Prefetch
 from thresher.errors import ConfigError, ConfigTypeError
-from thresher.loader.coalesce import CoalescingProducer
 from thresher.loader.options import LoaderOptions
-from thresher.loader.pool.threads import ThreadPoolProducer
-from thresher.loader.pool.workers import WorkerPoolProducer
-from thresher.loader.producer import ChunkLoop, InProcessProducer
+from thresher.loader.producers.base import ChunkLoop, SwitchingLoop
+from thresher.loader.producers.coalescing import CoalescingProducer
+from thresher.loader.producers.in_process import InProcessProducer
+from thresher.loader.producers.measuring import MeasuringProducer
+from thresher.loader.producers.processes import WorkerPoolProducer
+from thresher.loader.producers.threads import ThreadPoolProducer
+from thresher.loader.producers.warm_start import WarmStartProducer
 
 
 def test_the_loaders_options_reach_the_engine_whole() -> None:
@@ -52,6 +59,28 @@ def test_bad_options_are_named_as_before() -> None:
 
 
 def test_the_producers_share_one_chunk_loop() -> None:
-    for producer in (InProcessProducer, CoalescingProducer, ThreadPoolProducer, WorkerPoolProducer):
+    producers = (InProcessProducer, CoalescingProducer, ThreadPoolProducer, WorkerPoolProducer, MeasuringProducer,
+                 WarmStartProducer)
+    for producer in producers:
         assert issubclass(producer, ChunkLoop)
         assert "next_chunk" not in vars(producer), producer  # the loop is ChunkLoop's, not a copy
+        assert producer.__module__.startswith("thresher.loader.producers."), producer  # they sit together
+    assert issubclass(MeasuringProducer, SwitchingLoop) and issubclass(WarmStartProducer, SwitchingLoop)
+
+
+def test_one_chunk_loop_in_the_producers_folder() -> None:
+    """No class of thresher.loader.producers but ChunkLoop runs a loop of its own (a ``next_chunk``
+    or a chunk counter)."""
+    folder = pathlib.Path(thresher.loader.producers.__file__).parent
+    loops = []
+    for path in sorted(folder.glob("*.py")):
+        module = importlib.import_module(f"thresher.loader.producers.{path.stem}")
+        for name, cls in vars(module).items():
+            protocol = getattr(cls, "_is_protocol", False)  # Producer, Deferred: interfaces, no loop
+            if isinstance(cls, type) and cls.__module__ == module.__name__ and "next_chunk" in vars(cls) \
+                    and not protocol:
+                loops.append(name)
+        if path.stem != "base":  # no counter of chunks handed out but ChunkLoop's
+            source = path.read_text()
+            assert "self._index +=" not in source and "self._done" not in source, path
+    assert loops == ["ChunkLoop"]

@@ -102,7 +102,7 @@ def test_a_thread_that_never_returns_is_a_worker_stuck_error_with_its_stack(hang
 
 
 def test_the_pool_is_unusable_after_the_watchdog_fired(hang: Hang) -> None:
-    from thresher.loader.pool.threads import ThreadPoolProducer
+    from thresher.loader.producers.threads import ThreadPoolProducer
 
     loader = th.DataLoader(th.sources.RangeDataSource(0, N), th.IndexSampler(N), [hang, th.Batch(4)])
     pool = ThreadPoolProducer(loader.engine.processor, 0, N, 8, 2, timeout_s=TIMEOUT_S)

@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.loader import worker_helpers as wh
-from thresher.loader.producer import InProcessProducer
-from thresher.loader.warm_start import WarmStartProducer
+from thresher.loader.producers.in_process import InProcessProducer
+from thresher.loader.producers.warm_start import WarmStartProducer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

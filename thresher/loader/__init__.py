@@ -2,7 +2,7 @@
 
 Public: the names below. ``engine`` (the Engine an iterator runs on), ``state_types``
 (the typed state), ``options`` and ``resumable`` (the iterator protocol) are stable
-seams for code built on thresher. The other modules (``chunk``, ``producer``,
+seams for code built on thresher. The other modules (``chunk``, ``producers/``,
 ``batcher``, ``autotune``, ``pool/``, ``profiling/``) are internal.
 
 Example:
@@ -53,8 +53,8 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "LoaderState": "thresher.loader.state_types",
     # the submodules `import thresher.loader` made attributes before its names became lazy
     **{name: f"thresher.loader.{name}" for name in (
-        "autotune", "batcher", "bad_records", "chunk", "coalesce", "data_loader", "engine", "exclusions",
-        "iterator", "ledger", "main_module", "merge", "options", "pool", "producer", "profiling",
+        "autotune", "batcher", "bad_records", "chunk", "data_loader", "engine", "exclusions",
+        "iterator", "ledger", "main_module", "merge", "options", "pool", "producers", "profiling",
         "read_ahead", "read_options", "resumable", "skips", "state", "state_digest", "state_input",
         "state_types", "steps", "thread_probe", "warm_start"
     )},

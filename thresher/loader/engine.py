@@ -40,10 +40,12 @@ from thresher.loader.autotune import (
     memory_budget,
 )
 from thresher.loader.chunk import ChunkProcessor
-from thresher.loader.coalesce import CoalescingProducer
 from thresher.loader.exclusions import Consumed, Exclusions
 from thresher.loader.options import LoaderOptions, OptionAttributes
-from thresher.loader.producer import InProcessProducer, MeasuringProducer, Producer
+from thresher.loader.producers.base import Producer
+from thresher.loader.producers.coalescing import CoalescingProducer
+from thresher.loader.producers.in_process import InProcessProducer
+from thresher.loader.producers.measuring import MeasuringProducer
 from thresher.loader.profiling.stats import StatsRecorder, available_cpus
 from thresher.loader.read_ahead import ReadAhead
 from thresher.loader.read_options import ReadOptions
@@ -282,15 +284,15 @@ class Engine(OptionAttributes):
                                      ReadAhead(self.processor, reads.num_threads or 0, reads.timeout_s),
                                      reads.chunks_ahead(self.chunk_size))
         if mode == "thread":
-            from thresher.loader.pool.threads import ThreadPoolProducer
+            from thresher.loader.producers.threads import ThreadPoolProducer
 
             return ThreadPoolProducer(self.processor, position, stop, self.chunk_size, workers, buffer, stats,
                                       reads=reads, timeout_s=self.options.worker_timeout_s, keys=self.first_keys)
         # The pool's modules (sockets, shared memory) are loaded only by loaders with workers.
         from thresher.errors import WorkerError
-        from thresher.loader import warm_start
         from thresher.loader.main_module import guard_error, unimportable_main
-        from thresher.loader.pool.workers import WorkerPoolProducer
+        from thresher.loader.producers.processes import WorkerPoolProducer
+        from thresher.loader.producers.warm_start import WarmStartProducer
 
         spec = self.worker_spec
         assert spec is not None
@@ -307,5 +309,5 @@ class Engine(OptionAttributes):
             # read from stdin) the pool's clear error comes now, not after a warm start.
             return pool(position)
         # Opted in: the first chunks come from this process while the workers start (the same batches).
-        return warm_start.WarmStartProducer(self.processor, position, stop, self.chunk_size, stats,
-                                            lambda at: pool(at, deferred=True), timeout_s=self.options.worker_timeout_s)
+        return WarmStartProducer(self.processor, position, stop, self.chunk_size, stats,
+                                 lambda at: pool(at, deferred=True), timeout_s=self.options.worker_timeout_s)

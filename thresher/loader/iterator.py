@@ -20,7 +20,7 @@ from thresher.loader.batcher import Batcher
 from thresher.loader.engine import Engine
 from thresher.loader.exclusions import Consumed, Exclusions, RecordKeys, record_blocklist
 from thresher.loader.ledger import LedgerWriter
-from thresher.loader.producer import Producer
+from thresher.loader.producers.base import Producer
 from thresher.loader.profiling.stats import LoaderStats, StatsRecorder
 from thresher.loader.skips import SkipPlan, SkipRanges
 from thresher.loader.state import continued_stream

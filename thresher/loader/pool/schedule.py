@@ -19,7 +19,7 @@ from __future__ import annotations
 from thresher._validate import is_int
 from thresher.errors import ConfigError
 from thresher.loader.autotune import read_ahead
-from thresher.loader.producer import ChunkLoop
+from thresher.loader.producers.base import ChunkLoop
 
 __all__ = ["DEFAULT_BUFFER_SIZE", "Schedule"]
 

@@ -23,7 +23,7 @@ raises a ``WorkerStuckError`` built here, after it asked the worker for its stac
 The clock is per chunk, never per epoch: a slow pipeline that keeps delivering never
 fires it.
 
-Worker threads (``worker_mode="thread"``, thresher.loader.pool.threads) have the same
+Worker threads (``worker_mode="thread"``, thresher.loader.producers.threads) have the same
 clock. A thread cannot be killed, so past the limit the pool raises a
 ``WorkerStuckError`` built by ``thread_stuck_error`` with the thread's stack
 (``thread_stack``: ``faulthandler.dump_traceback``, the public dump that worker

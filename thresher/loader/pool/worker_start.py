@@ -212,7 +212,7 @@ def make_worker_spec(processor: ChunkProcessor, chunk_size: int) -> WorkerSpec:
     Example:
         >>> import threading, thresher as th
         >>> from thresher.loader.chunk import ChunkProcessor
-        >>> from thresher.loader.pool.workers import make_worker_spec
+        >>> from thresher.loader.pool.worker_start import make_worker_spec
         >>> from thresher.transforms import plan_operations
         >>> lock = threading.Lock()
         >>> def locked(x):

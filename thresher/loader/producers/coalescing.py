@@ -19,7 +19,7 @@ that it would have without coalescing.
 Example:
     >>> import thresher as th
     >>> from thresher.loader.chunk import ChunkProcessor
-    >>> from thresher.loader.coalesce import CoalescingProducer
+    >>> from thresher.loader.producers.coalescing import CoalescingProducer
     >>> from thresher.transforms import plan_operations
     >>> proc = ChunkProcessor(th.sources.RangeDataSource(0, 10), th.IndexSampler(10), plan_operations([]))
     >>> p = CoalescingProducer(proc, 0, 10, 3)
@@ -35,7 +35,7 @@ from collections import deque
 import numpy as np
 
 from thresher.loader.chunk import Chunk, ChunkProcessor
-from thresher.loader.producer import ChunkLoop
+from thresher.loader.producers.base import ChunkLoop
 from thresher.loader.profiling.stats import StatsRecorder
 
 __all__ = ["BUDGET_S", "CHEAP_S", "MAX_CHUNKS", "CoalescingProducer", "split_chunk"]
@@ -51,7 +51,7 @@ def split_chunk(chunk: Chunk, bounds: list[tuple[int, int]]) -> list[Chunk]:
     Example:
         >>> import numpy as np
         >>> from thresher.loader.chunk import Chunk
-        >>> from thresher.loader.coalesce import split_chunk
+        >>> from thresher.loader.producers.coalescing import split_chunk
         >>> whole = Chunk(0, 6, np.array([0, 1, 4, 5]), ["a", "b", "e", "f"])
         >>> [(c.start, c.stop, c.elements) for c in split_chunk(whole, [(0, 3), (3, 6)])]
         [(0, 3, ['a', 'b']), (3, 6, ['e', 'f'])]
