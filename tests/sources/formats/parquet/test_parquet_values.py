@@ -135,14 +135,32 @@ def test_keys_out_of_range_and_pickles_are_small(tmp_path: Any) -> None:
 
 def test_the_cache_is_bounded_in_bytes_and_decodes_a_row_group_once(tmp_path: Any) -> None:
     path = str(tmp_path / "c.parquet")
-    pq.write_table(pa.table({"x": list(range(1000))}), path, row_group_size=100)
+    pq.write_table(pa.table({"x": list(range(1000)), "s": [str(i) for i in range(1000)]}), path,
+                   row_group_size=100)
     src = th.sources.ParquetSource(path)
     src.__getitems__(list(range(0, 1000, 7)))
-    assert src.cache_info()["misses"] == 10 and src.cache_info()["entries"] == 10
-    small = th.sources.ParquetSource(path, cache_bytes=20_000)
-    small.__getitems__(list(range(0, 1000, 7)))
+    info = src.cache_info()
+    assert info["misses"] == 10 and info["entries"] == 10
+    per_group = info["bytes"] // 10
+    budget = 3 * per_group + per_group // 2
+    small = th.sources.ParquetSource(path, cache_bytes=budget)
+    assert [plain(r) for r in small.__getitems__(list(range(0, 1000, 7)))] == \
+        [plain(r) for r in src.__getitems__(list(range(0, 1000, 7)))]
     info = small.cache_info()
-    assert info["bytes"] <= 20_000 and 0 < info["entries"] < 10
+    assert info["bytes"] <= budget and info["entries"] == 3
+
+
+def test_numbers_are_cached_as_arrays_not_python_objects(tmp_path: Any) -> None:
+    path = str(tmp_path / "n.parquet")
+    pq.write_table(pa.table({"x": list(range(1000)),
+                             "v": pa.array([[float(i)] * 4 for i in range(1000)], pa.list_(pa.float64(), 4))}),
+                   path, row_group_size=100)
+    src = th.sources.ParquetSource(path)
+    r = src[205]
+    # a row group: 100 int64 and 400 float64 in Arrow, held as two arrays (no 64 B object each)
+    assert src.cache_info()["bytes"] < 5000
+    assert type(r["x"]) is np.int64 and r["x"] == 205
+    assert r["v"].tolist() == [205.0] * 4 and r["v"].shape == (4,) and not r["v"].flags.writeable
 
 
 def test_fingerprint_changes_with_the_files_and_columns(tmp_path: Any) -> None:
