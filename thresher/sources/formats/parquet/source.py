@@ -184,7 +184,7 @@ class ParquetSource:
         with lock:
             values = cache.get(g, count=False)  # another thread may have decoded it meanwhile
             if values is not None:
-                return values  # type: ignore[no-any-return]
+                return values
             self._check_unchanged(f, i)
             table = self._read_group(pf, f, i, self.columns)
             values = tuple(column_store(table.column(c)) for c in self.columns)
