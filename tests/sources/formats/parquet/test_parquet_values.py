@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import pickle
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -179,3 +180,22 @@ def test_empty_files_and_row_groups_make_no_blocks(tmp_path: Any) -> None:
     assert len(src) == 2 and src[1] == {"x": 2} and src.__getitems__([]) == []
     assert src.block_boundaries().tolist() == [0]
     assert th.sources.protocol.natural_block_starts(src, 1).tolist() == [0]
+
+
+def test_threads_sharing_a_source_with_a_small_cache_read_pyarrows_rows(tmp_path: Any) -> None:
+    path = str(tmp_path / "t.parquet")
+    n = 2000
+    pq.write_table(pa.table({"x": list(range(n)), "s": [f"r{i}" for i in range(n)],
+                             "f": pa.array([[float(i), 1.0] for i in range(n)], pa.list_(pa.float32(), 2))}),
+                   path, row_group_size=50)
+    expected = pyarrow_rows([path])
+    probe = th.sources.ParquetSource(path)
+    probe[0]
+    src = th.sources.ParquetSource(path, cache_bytes=3 * probe.cache_info()["bytes"])  # 3 of 40 row groups
+    rng = np.random.default_rng(0)
+    batches = [rng.integers(0, n, 64).tolist() for _ in range(160)]
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(src.__getitems__, batches))
+    assert [[plain(r) for r in b] for b in got] == [[expected[k] for k in keys] for keys in batches]
+    info = src.cache_info()
+    assert info["entries"] <= 3 and info["misses"] > 40
