@@ -3,8 +3,8 @@
 An entry is a row group's requested columns, converted to the values records hold
 (per column a NumPy array of numbers or a Python list, see
 :func:`~thresher.sources.formats.parquet.convert.column_store`; a read puts values in new
-dicts). Its cost is an estimate: the Arrow bytes the row group decoded to, plus 64 bytes
-per value held as a Python object.
+dicts). Its cost is an estimate: an array's bytes, and for a list its column's Arrow bytes
+plus 64 bytes per value (the Python objects).
 
 Example:
     >>> cache = RowGroupCache(100)

@@ -188,8 +188,11 @@ class ParquetSource:
             self._check_unchanged(f, i)
             table = self._read_group(pf, f, i, self.columns)
             values = tuple(column_store(table.column(c)) for c in self.columns)
-            objects = sum(len(v) for v in values if isinstance(v, list))
-            cache.put(g, values, int(table.nbytes) + VALUE_OVERHEAD * objects)
+            # an array costs its bytes; a list its column's Arrow bytes plus each object
+            cost = sum(v.nbytes if isinstance(v, np.ndarray) else
+                       int(table.column(c).nbytes) + VALUE_OVERHEAD * len(v)
+                       for c, v in zip(self.columns, values, strict=True))
+            cache.put(g, values, cost)
         return values
 
     def _read_group(self, pf: Any, f: int, i: int, columns: list[str]) -> Any:
