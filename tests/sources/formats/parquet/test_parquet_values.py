@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import pickle
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -135,14 +136,32 @@ def test_keys_out_of_range_and_pickles_are_small(tmp_path: Any) -> None:
 
 def test_the_cache_is_bounded_in_bytes_and_decodes_a_row_group_once(tmp_path: Any) -> None:
     path = str(tmp_path / "c.parquet")
-    pq.write_table(pa.table({"x": list(range(1000))}), path, row_group_size=100)
+    pq.write_table(pa.table({"x": list(range(1000)), "s": [str(i) for i in range(1000)]}), path,
+                   row_group_size=100)
     src = th.sources.ParquetSource(path)
     src.__getitems__(list(range(0, 1000, 7)))
-    assert src.cache_info()["misses"] == 10 and src.cache_info()["entries"] == 10
-    small = th.sources.ParquetSource(path, cache_bytes=20_000)
-    small.__getitems__(list(range(0, 1000, 7)))
+    info = src.cache_info()
+    assert info["misses"] == 10 and info["entries"] == 10
+    per_group = info["bytes"] // 10
+    budget = 3 * per_group + per_group // 2
+    small = th.sources.ParquetSource(path, cache_bytes=budget)
+    assert [plain(r) for r in small.__getitems__(list(range(0, 1000, 7)))] == \
+        [plain(r) for r in src.__getitems__(list(range(0, 1000, 7)))]
     info = small.cache_info()
-    assert info["bytes"] <= 20_000 and 0 < info["entries"] < 10
+    assert info["bytes"] <= budget and info["entries"] == 3
+
+
+def test_numbers_are_cached_as_arrays_not_python_objects(tmp_path: Any) -> None:
+    path = str(tmp_path / "n.parquet")
+    pq.write_table(pa.table({"x": list(range(1000)),
+                             "v": pa.array([[float(i)] * 4 for i in range(1000)], pa.list_(pa.float64(), 4))}),
+                   path, row_group_size=100)
+    src = th.sources.ParquetSource(path)
+    r = src[205]
+    # a row group: 100 int64 and 400 float64 in Arrow, held as two arrays (no 64 B object each)
+    assert src.cache_info()["bytes"] < 5000
+    assert type(r["x"]) is np.int64 and r["x"] == 205
+    assert r["v"].tolist() == [205.0] * 4 and r["v"].shape == (4,) and not r["v"].flags.writeable
 
 
 def test_fingerprint_changes_with_the_files_and_columns(tmp_path: Any) -> None:
@@ -161,3 +180,22 @@ def test_empty_files_and_row_groups_make_no_blocks(tmp_path: Any) -> None:
     assert len(src) == 2 and src[1] == {"x": 2} and src.__getitems__([]) == []
     assert src.block_boundaries().tolist() == [0]
     assert th.sources.protocol.natural_block_starts(src, 1).tolist() == [0]
+
+
+def test_threads_sharing_a_source_with_a_small_cache_read_pyarrows_rows(tmp_path: Any) -> None:
+    path = str(tmp_path / "t.parquet")
+    n = 2000
+    pq.write_table(pa.table({"x": list(range(n)), "s": [f"r{i}" for i in range(n)],
+                             "f": pa.array([[float(i), 1.0] for i in range(n)], pa.list_(pa.float32(), 2))}),
+                   path, row_group_size=50)
+    expected = pyarrow_rows([path])
+    probe = th.sources.ParquetSource(path)
+    probe[0]
+    src = th.sources.ParquetSource(path, cache_bytes=3 * probe.cache_info()["bytes"])  # 3 of 40 row groups
+    rng = np.random.default_rng(0)
+    batches = [rng.integers(0, n, 64).tolist() for _ in range(160)]
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(src.__getitems__, batches))
+    assert [[plain(r) for r in b] for b in got] == [[expected[k] for k in keys] for keys in batches]
+    info = src.cache_info()
+    assert info["entries"] <= 3 and info["misses"] > 40

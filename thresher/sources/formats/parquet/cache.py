@@ -1,14 +1,18 @@
 """Decoded row groups kept per process, up to a budget in bytes (least recently used out).
 
 An entry is a row group's requested columns, converted to the values records hold
-(one Python list per column; a read puts them in new dicts). Its cost is an estimate:
-the Arrow bytes the row group decoded to, plus 64 bytes per value for the Python objects.
+(per column a NumPy array of numbers or a Python list, see
+:func:`~thresher.sources.formats.parquet.convert.column_store`; a read puts values in new
+dicts). Its cost is an estimate: an array's bytes, and for a list its column's Arrow bytes
+plus 64 bytes per value (the Python objects).
 
 Example:
     >>> cache = RowGroupCache(100)
     >>> cache.put(0, ["a"], 60); cache.put(1, ["b"], 60)
     >>> cache.get(0), cache.get(1), cache.size
     (None, ['b'], 60)
+    >>> cache.get_many([0, 1]), cache.hits, cache.misses
+    ({1: ['b']}, 2, 2)
 """
 
 from __future__ import annotations
@@ -44,6 +48,21 @@ class RowGroupCache:
             self.hits += count
             self._entries.move_to_end(key)
             return entry[0]
+
+    def get_many(self, keys: list[int]) -> dict[int, Any]:
+        """The values of those of ``keys`` held (each counted as a hit or a miss, and marked
+        used), under one acquisition of the lock."""
+        found = {}
+        with self._lock:
+            entries = self._entries
+            for key in keys:
+                entry = entries.get(key)
+                if entry is not None:
+                    entries.move_to_end(key)
+                    found[key] = entry[0]
+            self.hits += len(found)
+            self.misses += len(keys) - len(found)
+        return found
 
     def put(self, key: int, value: Any, cost: int) -> None:
         if cost > self.budget:

@@ -1,6 +1,7 @@
 """Arrow columns as the NumPy values a record holds.
 
-One column of a decoded row group becomes one Python list, one value per row:
+One column of a decoded row group becomes one value per row (:func:`column_values`; a
+source's cache holds the column as :func:`column_store`, which reads back the same values):
 
 ========================================  =============================================
 Arrow type                                value
@@ -40,7 +41,7 @@ import numpy as np
 from thresher.errors import FeatureError
 from thresher.sources.formats.parquet.arrow import pyarrow
 
-__all__ = ["check_type", "column_values"]
+__all__ = ["check_type", "column_store", "column_values"]
 
 
 def _is_number(t: Any) -> bool:
@@ -152,6 +153,28 @@ def _structs(arr: Any) -> list[Any]:
     rows = [dict(zip(names, vals, strict=True)) for vals in zip(*fields, strict=True)] if fields \
         else [{} for _ in range(len(arr))]
     return _with_nulls(arr, rows)
+
+
+def column_store(arr: Any) -> np.ndarray | list[Any]:
+    """The values of an Arrow array (or chunked array) held for reads by row: ``store[i]``
+    is ``column_values(arr)[i]``. Numbers (and fixed-size lists of numbers) without nulls
+    stay one read-only NumPy array of shape ``(rows, ...)``, indexed per read (a row is a
+    NumPy scalar or a read-only view, as in :func:`column_values`), which costs 8 bytes a
+    number instead of a Python object; other columns are :func:`column_values`' list.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> store = column_store(pa.array([1, 2, 3]))
+        >>> type(store).__name__, store[2], column_store(pa.array([1, None]))
+        ('ndarray', np.int64(3), [np.int64(1), None])
+    """
+    pa = pyarrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    dense = _dense(arr)
+    return dense if dense is not None else column_values(arr)
 
 
 def column_values(arr: Any) -> list[Any]:

@@ -27,7 +27,7 @@ import numpy as np
 from thresher.errors import CorruptSourceError, SourceError, SourceNotFoundError
 from thresher.sources.formats.parquet.arrow import pyarrow, pyarrow_parquet
 from thresher.sources.formats.parquet.cache import VALUE_OVERHEAD, RowGroupCache
-from thresher.sources.formats.parquet.convert import check_type, column_values
+from thresher.sources.formats.parquet.convert import check_type, column_store
 from thresher.sources.formats.parquet.files import (
     FileLayout,
     check_schemas,
@@ -176,13 +176,9 @@ class ParquetSource:
 
     # --- decoding ----------------------------------------------------------------------
 
-    def _decode(self, g: int) -> list[list[Any]]:
-        """The requested columns of global row group ``g``, converted (cached): one list of
-        values per column."""
-        cache: RowGroupCache = self._process()["cache"]
-        values = cache.get(g)
-        if values is not None:
-            return values
+    def _decode(self, g: int, cache: RowGroupCache) -> tuple[Any, ...]:
+        """The requested columns of global row group ``g``, converted: one store per column
+        (:func:`column_store`), decoded once and put in ``cache`` (the caller missed it)."""
         f, i = int(self._rg_file[g]), int(self._rg_index[g])
         pf, lock = self._file(f)
         with lock:
@@ -191,8 +187,12 @@ class ParquetSource:
                 return values
             self._check_unchanged(f, i)
             table = self._read_group(pf, f, i, self.columns)
-            values = [column_values(table.column(c)) for c in self.columns]
-            cache.put(g, values, int(table.nbytes) + VALUE_OVERHEAD * table.num_rows * len(self.columns))
+            values = tuple(column_store(table.column(c)) for c in self.columns)
+            # an array costs its bytes; a list its column's Arrow bytes plus each object
+            cost = sum(v.nbytes if isinstance(v, np.ndarray) else
+                       int(table.column(c).nbytes) + VALUE_OVERHEAD * len(v)
+                       for c, v in zip(self.columns, values, strict=True))
+            cache.put(g, values, cost)
         return values
 
     def _read_group(self, pf: Any, f: int, i: int, columns: list[str]) -> Any:
@@ -235,21 +235,25 @@ class ParquetSource:
 
     def __getitems__(self, record_keys: Sequence[int]) -> list[dict[str, Any]]:
         keys = check_keys(record_keys, self._len, repr(self))
-        n = int(keys.size)
-        records: list[dict[str, Any]] = [{} for _ in range(n)]
-        if n == 0:
-            return records
+        if not keys.size:
+            return []
         groups = np.searchsorted(self._rg_starts, keys, side="right") - 1
         rows = (keys - self._rg_starts[groups]).tolist()
-        needed, which = np.unique(groups, return_inverse=True)
-        decoded = [self._decode(g) for g in needed.tolist()]  # each row group once, in key order
-        where = which.tolist()
-        # one pass per column over the keys: no work per row group here (a shuffled batch
-        # touches about as many row groups as it has keys)
+        groups_of = groups.tolist()
+        needed = list(dict.fromkeys(groups_of))  # each row group once, in key order
+        cache: RowGroupCache = self._process()["cache"]
+        decoded = cache.get_many(needed)
+        if len(decoded) < len(needed):
+            for g in needed:
+                if g not in decoded:
+                    decoded[g] = self._decode(g, cache)
+        # per key its row group's stores, then one pass per column over the keys: no work
+        # per row group here (a shuffled batch touches about as many row groups as keys)
+        stores = [decoded[g] for g in groups_of]
+        records: list[dict[str, Any]] = [{} for _ in rows]
         for i, c in enumerate(self.columns):
-            columns = [values[i] for values in decoded]
-            for record, g, r in zip(records, where, rows, strict=True):
-                record[c] = columns[g][r]
+            for record, values, r in zip(records, stores, rows, strict=True):
+                record[c] = values[i][r]
         return records
 
     # --- what else a source tells ------------------------------------------------------
