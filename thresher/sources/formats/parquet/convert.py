@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from thresher.errors import FeatureError
-from thresher.sources.formats.parquet.arrow import pyarrow
+from thresher.sources.formats.parquet.arrow import numpy_of, pyarrow
 
 __all__ = ["check_type", "column_store", "column_values"]
 
@@ -105,7 +105,7 @@ def _dense(arr: Any) -> np.ndarray | None:
         return None
     t = arr.type
     if _is_number(t) or _is_time(t):
-        dense = np.array(arr.to_numpy(zero_copy_only=False))
+        dense = np.array(numpy_of(arr))
         dense.flags.writeable = False  # rows are views, shared by the records of a cached row group
         return dense
     if pa.types.is_fixed_size_list(t):
@@ -116,13 +116,13 @@ def _dense(arr: Any) -> np.ndarray | None:
 
 def _with_nulls(arr: Any, values: list[Any]) -> list[Any]:
     if arr.null_count:
-        valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False))
+        valid = numpy_of(arr.is_valid())
         return [v if ok else None for v, ok in zip(values, valid.tolist(), strict=True)]
     return values
 
 
 def _lists(arr: Any) -> list[Any]:
-    offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    offsets = numpy_of(arr.offsets).astype(np.int64)
     child = arr.values
     lo, hi = int(offsets[0]), int(offsets[-1])
     dense = _dense(child.slice(lo, hi - lo))
@@ -192,12 +192,8 @@ def column_values(arr: Any) -> list[Any]:
     if pa.types.is_dictionary(t):
         return column_values(arr.dictionary_decode())
     if _is_number(t) or _is_time(t):
-        if not arr.null_count:
-            return list(np.asarray(arr.to_numpy(zero_copy_only=False)))
-        arr_before = arr
-        if _is_number(t):  # filled first, so that ints stay ints; the fill never shows
-            arr = arr.fill_null(pa.scalar(False if pa.types.is_boolean(t) else 0, type=t))
-        return _with_nulls(arr_before, list(np.asarray(arr.to_numpy(zero_copy_only=False))))
+        # read from the buffers, so ints stay ints; a null slot's value is replaced by None
+        return _with_nulls(arr, list(numpy_of(arr)))
     if _is_text(t):
         return list(arr.to_pylist())
     if _is_list(t):
