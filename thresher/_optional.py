@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
@@ -65,6 +66,9 @@ def require(module: str, purpose: str, *, extra: str | None = None) -> ModuleTyp
     ``purpose`` says what needs it ("as_dataframe", "reading 's3://b/x'"); ``extra`` defaults to
     the extra that installs ``module``'s top-level package.
     """
+    loaded = sys.modules.get(module)  # the common case, called per batch: no import machinery
+    if loaded is not None and not getattr(getattr(loaded, "__spec__", None), "_initializing", False):
+        return loaded  # (a module another thread is still importing goes through the import lock)
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as e:

@@ -1,7 +1,7 @@
 """Arrow columns as the NumPy values a record holds.
 
-One column of a decoded row group becomes one value per row (:func:`column_values`; a
-source's cache holds the column as :func:`column_store`, which reads back the same values):
+One column of a decoded row group (or of a batch's rows taken from it) becomes one value per
+row (:func:`column_values`):
 
 ========================================  =============================================
 Arrow type                                value
@@ -18,7 +18,7 @@ struct                                    a ``dict`` of its fields
 null (any type)                           ``None``
 ========================================  =============================================
 
-Arrays are read-only views (records of a cached row group share them: ``.copy()`` one
+Arrays are read-only views (the records of one batch share them: ``.copy()`` one
 to modify it). A list whose elements may be null comes back as a Python list (``None`` where null),
 never as an array with a made-up fill value. Other types (map, union, extension types,
 ``time32``/``time64``) raise :class:`~thresher.errors.FeatureError` naming the column and
@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,10 @@ import numpy as np
 from thresher.errors import FeatureError
 from thresher.sources.formats.parquet.arrow import numpy_of, pyarrow
 
-__all__ = ["check_type", "column_store", "column_values"]
+__all__ = ["WIDE_BYTES", "check_type", "column_values", "plain_table", "wide_columns"]
+
+WIDE_BYTES = 1024
+"""Strings or binaries this long on average (in a file's footer) are *wide*: see :func:`wide_columns`."""
 
 
 def _is_number(t: Any) -> bool:
@@ -155,26 +159,66 @@ def _structs(arr: Any) -> list[Any]:
     return _with_nulls(arr, rows)
 
 
-def column_store(arr: Any) -> np.ndarray | list[Any]:
-    """The values of an Arrow array (or chunked array) held for reads by row: ``store[i]``
-    is ``column_values(arr)[i]``. Numbers (and fixed-size lists of numbers) without nulls
-    stay one read-only NumPy array of shape ``(rows, ...)``, indexed per read (a row is a
-    NumPy scalar or a read-only view, as in :func:`column_values`), which costs 8 bytes a
-    number instead of a Python object; other columns are :func:`column_values`' list.
+def wide_columns(layout: Any, columns: Sequence[str], types: Mapping[str, Any]) -> list[str]:
+    """The string and binary columns of ``columns`` whose values are :data:`WIDE_BYTES` or more
+    on average in the file ``layout`` describes (its footer's uncompressed sizes; images, audio,
+    documents). A source keeps these per row group as Python values (``bytes`` or ``str``), read
+    per key; the others as Arrow data, taken per batch and converted then. Copying a wide value
+    out of Arrow at each read would cost more than its object's overhead saves.
+
+    Example:
+        >>> import io, pyarrow as pa, pyarrow.parquet as pq
+        >>> from types import SimpleNamespace
+        >>> buf = io.BytesIO()
+        >>> pq.write_table(pa.table({"jpeg": [bytes(range(256)) * 8] * 4, "label": [0, 1, 2, 3]}), buf)
+        >>> md = pq.ParquetFile(io.BytesIO(buf.getvalue())).metadata
+        >>> wide_columns(SimpleNamespace(metadata=md), ["jpeg", "label"], {"jpeg": pa.binary(), "label": pa.int64()})
+        ['jpeg']
+    """
+    pa = pyarrow()
+    md = layout.metadata
+    if md is None:
+        return []
+    out = []
+    for c in columns:
+        t = types[c]
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+                or pa.types.is_large_binary(t)):
+            continue
+        size = rows = 0
+        for i in range(min(md.num_row_groups, 16)):
+            rg = md.row_group(i)
+            rows += rg.num_rows
+            for j in range(rg.num_columns):
+                chunk = rg.column(j)
+                if chunk.path_in_schema == c:
+                    size += chunk.total_uncompressed_size
+        if rows and size >= WIDE_BYTES * rows:
+            out.append(c)
+    return out
+
+
+def plain_table(table: Any, columns: Sequence[str], types: Sequence[Any]) -> Any:
+    """``table``'s ``columns`` as a table that concatenates with any other row group's: each
+    column one chunk, dictionaries decoded, a column of nulls only (type ``null``, as a writer
+    infers for an empty chunk) given the column's type ``types[i]``; values unchanged.
 
     Example:
         >>> import pyarrow as pa
-        >>> store = column_store(pa.array([1, 2, 3]))
-        >>> type(store).__name__, store[2], column_store(pa.array([1, None]))
-        ('ndarray', np.int64(3), [np.int64(1), None])
+        >>> t = pa.table({"a": pa.array(["x", "y", "x"]).dictionary_encode(), "b": pa.nulls(3)})
+        >>> plain_table(t, ["a", "b"], [pa.string(), pa.int64()]).schema.types
+        [DataType(string), DataType(int64)]
     """
     pa = pyarrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
-    dense = _dense(arr)
-    return dense if dense is not None else column_values(arr)
+    arrays = []
+    for c, t in zip(columns, types, strict=True):
+        arr = table.column(c).combine_chunks()
+        if pa.types.is_dictionary(arr.type):  # each row group has its own dictionary
+            arr = arr.dictionary_decode()
+        if pa.types.is_null(arr.type) and not pa.types.is_null(t):
+            arr = pa.nulls(len(arr), type=t)
+        arrays.append(arr)
+    return pa.Table.from_arrays(arrays, names=list(columns))
 
 
 def column_values(arr: Any) -> list[Any]:
@@ -195,7 +239,7 @@ def column_values(arr: Any) -> list[Any]:
         # read from the buffers, so ints stay ints; a null slot's value is replaced by None
         return _with_nulls(arr, list(numpy_of(arr)))
     if _is_text(t):
-        return list(arr.to_pylist())
+        return arr.to_pylist()
     if _is_list(t):
         return _lists(arr)
     if pa.types.is_fixed_size_list(t):

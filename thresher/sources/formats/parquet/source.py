@@ -26,8 +26,7 @@ import numpy as np
 
 from thresher.errors import CorruptSourceError, SourceError, SourceNotFoundError
 from thresher.sources.formats.parquet.arrow import pyarrow, pyarrow_parquet
-from thresher.sources.formats.parquet.cache import VALUE_OVERHEAD, RowGroupCache
-from thresher.sources.formats.parquet.convert import check_type, column_store
+from thresher.sources.formats.parquet.convert import check_type, column_values, plain_table, wide_columns
 from thresher.sources.formats.parquet.files import (
     FileLayout,
     check_schemas,
@@ -37,12 +36,15 @@ from thresher.sources.formats.parquet.files import (
     select_columns,
 )
 from thresher.sources.formats.parquet.remote import RangeFile, RangeStats
+from thresher.sources.formats.parquet.store import RowGroupStore
 from thresher.sources.protocol import check_keys, join_blocks
 from thresher.sources.remote.fs import RemoteObject, is_url
 from thresher.sources.remote.options import RemoteReadOptions
 
 __all__ = ["DEFAULT_CACHE_BYTES", "ParquetSource"]
 
+VALUE_OVERHEAD = 64
+"""Bytes counted per value a row group keeps as a Python object, over its Arrow bytes."""
 DEFAULT_CACHE_BYTES = 256 << 20
 """Decoded row groups one source keeps per process, in bytes (see ``cache``)."""
 REMOTE_READS_IN_FLIGHT = 8
@@ -108,6 +110,10 @@ class ParquetSource:
         for c in self.columns:
             check_type(c, types[c], f"of {layouts[0].obj.url!r}")
         self._objects = [lay.obj for lay in layouts]
+        self._types = [types[c] for c in self.columns]
+        wide = set(wide_columns(layouts[0], self.columns, types))
+        self._narrow = [c for c in self.columns if c not in wide]
+        self._wide = [c for c in self.columns if c in wide]
         self._schema = pyarrow().schema([pyarrow().field(c, types[c]) for c in self.columns])
         counts = [np.asarray(lay.row_counts, dtype=np.int64) for lay in layouts]
         self._rg_file = np.concatenate([np.full(len(c), i, dtype=np.int64) for i, c in enumerate(counts)])
@@ -131,8 +137,18 @@ class ParquetSource:
         if local is None or local["pid"] != os.getpid():
             local = self._local = {"pid": os.getpid(), "files": {}, "lock": threading.Lock(),
                                    "file_locks": {}, "footers": {}, "clients": {},
-                                   "cache": RowGroupCache(self.cache_bytes), "stats": RangeStats()}
+                                   "cache": None, "stats": RangeStats()}
         return local
+
+    def _store(self) -> RowGroupStore:
+        local = self._process()
+        store = local["cache"]
+        if store is None:
+            with local["lock"]:
+                store = local["cache"]
+                if store is None:
+                    store = local["cache"] = RowGroupStore(self.cache_bytes, len(self._rg_file))
+        return store
 
     def _opener(self, obj: RemoteObject, metadata: Any = None) -> Any:
         if not is_url(obj.url):
@@ -176,24 +192,24 @@ class ParquetSource:
 
     # --- decoding ----------------------------------------------------------------------
 
-    def _decode(self, g: int, cache: RowGroupCache) -> tuple[Any, ...]:
-        """The requested columns of global row group ``g``, converted: one store per column
-        (:func:`column_store`), decoded once and put in ``cache`` (the caller missed it)."""
+    def _decode(self, g: int, store: RowGroupStore) -> tuple[Any, tuple[list[Any], ...] | None]:
+        """Global row group ``g``, decoded once and put in ``store`` (the caller missed it):
+        its narrow columns as an Arrow table (dictionaries decoded), its wide ones (see
+        :func:`wide_columns`) as lists of values."""
         f, i = int(self._rg_file[g]), int(self._rg_index[g])
         pf, lock = self._file(f)
         with lock:
-            values = cache.get(g, count=False)  # another thread may have decoded it meanwhile
-            if values is not None:
-                return values
+            held = store.peek(g)  # another thread may have decoded it meanwhile
+            if held is not None:
+                return held
             self._check_unchanged(f, i)
             table = self._read_group(pf, f, i, self.columns)
-            values = tuple(column_store(table.column(c)) for c in self.columns)
-            # an array costs its bytes; a list its column's Arrow bytes plus each object
-            cost = sum(v.nbytes if isinstance(v, np.ndarray) else
-                       int(table.column(c).nbytes) + VALUE_OVERHEAD * len(v)
-                       for c, v in zip(self.columns, values, strict=True))
-            cache.put(g, values, cost)
-        return values
+            narrow = plain_table(table, self._narrow, [self._types[self.columns.index(c)] for c in self._narrow])
+            wide = tuple(column_values(table.column(c)) for c in self._wide) if self._wide else None
+            # a list costs its column's Arrow bytes plus each object
+            wide_cost = sum(int(table.column(c).nbytes) + VALUE_OVERHEAD * table.num_rows for c in self._wide)
+            store.put(g, narrow, wide, wide_cost)
+        return narrow, wide
 
     def _read_group(self, pf: Any, f: int, i: int, columns: list[str]) -> Any:
         pa = pyarrow()
@@ -238,22 +254,26 @@ class ParquetSource:
         if not keys.size:
             return []
         groups = np.searchsorted(self._rg_starts, keys, side="right") - 1
-        rows = (keys - self._rg_starts[groups]).tolist()
-        groups_of = groups.tolist()
-        needed = list(dict.fromkeys(groups_of))  # each row group once, in key order
-        cache: RowGroupCache = self._process()["cache"]
-        decoded = cache.get_many(needed)
-        if len(decoded) < len(needed):
-            for g in needed:
-                if g not in decoded:
-                    decoded[g] = self._decode(g, cache)
-        # per key its row group's stores, then one pass per column over the keys: no work
-        # per row group here (a shuffled batch touches about as many row groups as keys)
-        stores = [decoded[g] for g in groups_of]
-        records: list[dict[str, Any]] = [{} for _ in rows]
-        for i, c in enumerate(self.columns):
-            for record, values, r in zip(records, stores, rows, strict=True):
-                record[c] = values[i][r]
+        rows = keys - self._rg_starts[groups]
+        store = self._store()
+        plan = store.plan(groups)
+        for g in plan.missing.tolist():
+            plan.add(g, *self._decode(g, store))
+        records: list[dict[str, Any]] = [{} for _ in range(len(keys))]
+        taken = plan.gather(rows) if self._narrow else None
+        wide = plan.extras() if self._wide else None
+        store.maybe_merge()
+        # one conversion per narrow column for the whole batch; wide values read per key
+        for c in self.columns:
+            if taken is not None and c in self._narrow:
+                values = column_values(taken.column(self._narrow.index(c)))
+                for record, value in zip(records, values, strict=True):
+                    record[c] = value
+            else:
+                assert wide is not None
+                w = self._wide.index(c)
+                for record, held, r in zip(records, wide, rows.tolist(), strict=True):
+                    record[c] = held[w][r]
         return records
 
     # --- what else a source tells ------------------------------------------------------
@@ -325,14 +345,16 @@ class ParquetSource:
         return int(self._process()["stats"].requests)
 
     def cache_info(self) -> dict[str, int]:
-        """This process's row-group cache: ``hits``, ``misses``, ``entries`` and ``bytes``."""
-        cache: RowGroupCache = self._process()["cache"]
-        return {"hits": cache.hits, "misses": cache.misses, "entries": len(cache), "bytes": cache.size}
+        """This process's row-group cache: ``hits`` (keys read from cached row groups),
+        ``misses`` (row groups decoded), ``entries`` (row groups held), ``bytes`` (their Arrow
+        bytes, plus 64 per value of a wide column) and ``merged`` (entries copied into the
+        few large tables a shuffled batch is taken from in one step)."""
+        return self._store().info()
 
     def close(self) -> None:
         """Closes the open files and drops the cache (both come back on the next read)."""
         local, self._local = self._local, None
-        if local is not None:
+        if local is not None and local["cache"] is not None:
             local["cache"].clear()
 
     def __getstate__(self) -> dict[str, Any]:
