@@ -99,7 +99,7 @@ def test_batches_over_a_few_row_groups_never_merge(tmp_path: Any) -> None:
 
 
 def test_evicted_merged_row_groups_are_dead_bytes_then_merged_away() -> None:
-    tables = {g: pa.table({"x": np.arange(100, dtype=np.int64) + 100 * g}) for g in range(8)}
+    tables = {g: pa.record_batch({"x": np.arange(100, dtype=np.int64) + 100 * g}) for g in range(8)}
     cost = tables[0].nbytes
     store = RowGroupStore(4 * cost, groups=8)
     with merging():
@@ -124,8 +124,8 @@ def test_evicted_merged_row_groups_are_dead_bytes_then_merged_away() -> None:
 
 def test_tables_that_do_not_concatenate_are_read_one_by_one() -> None:
     store = RowGroupStore(1 << 20, groups=3)
-    store.put(0, pa.table({"x": [1, 2]}))
-    store.put(1, pa.table({"x": ["a", "b"]}))  # another type: the merge fails, nothing is lost
+    store.put(0, pa.record_batch({"x": [1, 2]}))
+    store.put(1, pa.record_batch({"x": ["a", "b"]}))  # another type: the merge fails, nothing is lost
     with merging():
         store.spent(10)
         store.maybe_merge()

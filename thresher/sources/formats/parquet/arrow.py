@@ -16,7 +16,7 @@ import numpy as np
 
 from thresher._optional import require
 
-__all__ = ["numpy_of", "pyarrow", "pyarrow_parquet"]
+__all__ = ["numpy_of", "pyarrow", "pyarrow_parquet", "value_dtypes"]
 
 
 def pyarrow(what: str = "reading Parquet") -> ModuleType:
@@ -29,7 +29,7 @@ def pyarrow_parquet(what: str = "reading Parquet") -> ModuleType:
     return require("pyarrow.parquet", what, extra="parquet")
 
 
-def _dtypes(t: Any) -> tuple[np.dtype[Any], np.dtype[Any]]:
+def value_dtypes(t: Any) -> tuple[np.dtype[Any], np.dtype[Any]]:
     """(the NumPy dtype of the values, the dtype of Arrow's data buffer) for a fixed-width type."""
     pa = pyarrow()
     if pa.types.is_date32(t):
@@ -65,7 +65,7 @@ def numpy_of(arr: Any) -> np.ndarray:
         out = np.zeros(0, dtype=bool) if data is None or n == 0 else np.unpackbits(
             np.frombuffer(data, dtype=np.uint8), bitorder="little", count=offset + n)[offset:].astype(bool)
     else:
-        dtype, raw = _dtypes(t)
+        dtype, raw = value_dtypes(t)
         if data is None or n == 0:
             out = np.zeros(0, dtype=dtype)
         else:

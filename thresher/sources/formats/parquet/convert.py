@@ -34,15 +34,15 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from thresher.errors import FeatureError
-from thresher.sources.formats.parquet.arrow import numpy_of, pyarrow
+from thresher.sources.formats.parquet.arrow import numpy_of, pyarrow, value_dtypes
 
-__all__ = ["WIDE_BYTES", "check_type", "column_values", "plain_table", "wide_columns"]
+__all__ = ["WIDE_BYTES", "check_type", "column_converter", "column_values", "plain_batch", "wide_columns"]
 
 WIDE_BYTES = 1024
 """Strings or binaries this long on average (in a file's footer) are *wide*: see :func:`wide_columns`."""
@@ -198,15 +198,15 @@ def wide_columns(layout: Any, columns: Sequence[str], types: Mapping[str, Any]) 
     return out
 
 
-def plain_table(table: Any, columns: Sequence[str], types: Sequence[Any]) -> Any:
-    """``table``'s ``columns`` as a table that concatenates with any other row group's: each
-    column one chunk, dictionaries decoded, a column of nulls only (type ``null``, as a writer
+def plain_batch(table: Any, columns: Sequence[str], types: Sequence[Any]) -> Any:
+    """``table``'s ``columns`` as a record batch that concatenates with any other row group's:
+    each column one array, dictionaries decoded, a column of nulls only (type ``null``, as a writer
     infers for an empty chunk) given the column's type ``types[i]``; values unchanged.
 
     Example:
         >>> import pyarrow as pa
         >>> t = pa.table({"a": pa.array(["x", "y", "x"]).dictionary_encode(), "b": pa.nulls(3)})
-        >>> plain_table(t, ["a", "b"], [pa.string(), pa.int64()]).schema.types
+        >>> plain_batch(t, ["a", "b"], [pa.string(), pa.int64()]).schema.types
         [DataType(string), DataType(int64)]
     """
     pa = pyarrow()
@@ -218,7 +218,34 @@ def plain_table(table: Any, columns: Sequence[str], types: Sequence[Any]) -> Any
         if pa.types.is_null(arr.type) and not pa.types.is_null(t):
             arr = pa.nulls(len(arr), type=t)
         arrays.append(arr)
-    return pa.Table.from_arrays(arrays, names=list(columns))
+    return pa.RecordBatch.from_arrays(arrays, names=list(columns))
+
+
+def column_converter(t: Any) -> Callable[[Any], list[Any]]:
+    """:func:`column_values` for arrays of Arrow type ``t``, with the dispatch on the type done
+    once (a source converts every batch's columns with these).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> convert = column_converter(pa.int32())
+        >>> convert(pa.array([7, 8], pa.int32())), convert(pa.array([1, None], pa.int32()))
+        ([np.int32(7), np.int32(8)], [np.int32(1), None])
+    """
+    pa = pyarrow()
+    if (_is_number(t) and not pa.types.is_boolean(t)) or _is_time(t):
+        dtype, raw = value_dtypes(t)
+        same = raw.itemsize == dtype.itemsize
+
+        def numbers(arr: Any) -> list[Any]:
+            if arr.null_count or not len(arr) or not isinstance(arr, pa.Array):
+                return column_values(arr)
+            data = np.frombuffer(arr.buffers()[1], dtype=raw, count=len(arr), offset=arr.offset * raw.itemsize)
+            return list(data.view(dtype) if same else data.astype(dtype))
+
+        return numbers
+    if _is_text(t):
+        return lambda arr: arr.to_pylist()
+    return column_values
 
 
 def column_values(arr: Any) -> list[Any]:

@@ -18,7 +18,8 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,7 +27,13 @@ import numpy as np
 
 from thresher.errors import CorruptSourceError, SourceError, SourceNotFoundError
 from thresher.sources.formats.parquet.arrow import pyarrow, pyarrow_parquet
-from thresher.sources.formats.parquet.convert import check_type, column_values, plain_table, wide_columns
+from thresher.sources.formats.parquet.convert import (
+    check_type,
+    column_converter,
+    column_values,
+    plain_batch,
+    wide_columns,
+)
 from thresher.sources.formats.parquet.files import (
     FileLayout,
     check_schemas,
@@ -47,10 +54,15 @@ VALUE_OVERHEAD = 64
 """Bytes counted per value a row group keeps as a Python object, over its Arrow bytes."""
 DEFAULT_CACHE_BYTES = 256 << 20
 """Decoded row groups one source keeps per process, in bytes (see ``cache``)."""
-REMOTE_READS_IN_FLIGHT = 8
-"""Reads in flight a source of URLs suggests: row groups of one batch fetched and decoded
-on that many loader threads at once (each fetch is a few range requests that wait)."""
+REMOTE_READS_IN_FLIGHT = 2
+"""Reads in flight a source of URLs suggests to the loader: the next chunks' reads start while
+the current one is transformed. More slices of one chunk would only add calls: a batch's
+row groups are fetched together, below."""
+REMOTE_DECODES = 8
+"""Row groups one batch of a source of URLs fetches and decodes at once, on its own threads
+(each fetch is a few range requests that wait)."""
 _FOOTER_THREADS = 32
+_GROUP_LOCKS = 64  # row group g decodes under lock g % 64: once, however many threads miss it
 
 
 class ParquetSource:
@@ -137,7 +149,9 @@ class ParquetSource:
         if local is None or local["pid"] != os.getpid():
             local = self._local = {"pid": os.getpid(), "files": {}, "lock": threading.Lock(),
                                    "file_locks": {}, "footers": {}, "clients": {},
-                                   "cache": None, "stats": RangeStats()}
+                                   "cache": None, "stats": RangeStats(), "handles": {},
+                                   "gather_lock": threading.Lock(),
+                                   "group_locks": [threading.Lock() for _ in range(_GROUP_LOCKS)]}
         return local
 
     def _store(self) -> RowGroupStore:
@@ -173,6 +187,28 @@ class ParquetSource:
                 local["file_locks"][f] = threading.Lock()
             return local["files"][f], local["file_locks"][f]
 
+    @contextmanager
+    def _handle(self, f: int) -> Iterator[Any]:
+        """A ParquetFile of file ``f`` for this thread alone while it is used: for a local file
+        the one handle, under its lock; for a URL a handle of the file's own pool (a handle
+        holds no descriptor, so threads fetch row groups of one file at once)."""
+        if not is_url(self._objects[f].url):
+            pf, lock = self._file(f)
+            with lock:
+                yield pf
+            return
+        local = self._process()
+        with local["lock"]:
+            free = local["handles"].setdefault(f, [])
+            pf = free.pop() if free else None
+        if pf is None:
+            pf = open_file(self._objects[f], self._opener, local["footers"].get(f))
+        try:
+            yield pf
+        finally:
+            with local["lock"]:
+                local["handles"][f].append(pf)
+
     def _check_unchanged(self, f: int, group: int | None) -> None:
         obj = self._objects[f]
         if is_url(obj.url):
@@ -194,17 +230,17 @@ class ParquetSource:
 
     def _decode(self, g: int, store: RowGroupStore) -> tuple[Any, tuple[list[Any], ...] | None]:
         """Global row group ``g``, decoded once and put in ``store`` (the caller missed it):
-        its narrow columns as an Arrow table (dictionaries decoded), its wide ones (see
+        its narrow columns as an Arrow record batch (dictionaries decoded), its wide ones (see
         :func:`wide_columns`) as lists of values."""
         f, i = int(self._rg_file[g]), int(self._rg_index[g])
-        pf, lock = self._file(f)
-        with lock:
+        with self._process()["group_locks"][g % _GROUP_LOCKS]:
             held = store.peek(g)  # another thread may have decoded it meanwhile
             if held is not None:
                 return held
             self._check_unchanged(f, i)
-            table = self._read_group(pf, f, i, self.columns)
-            narrow = plain_table(table, self._narrow, [self._types[self.columns.index(c)] for c in self._narrow])
+            with self._handle(f) as pf:
+                table = self._read_group(pf, f, i, self.columns)
+            narrow = plain_batch(table, self._narrow, [self._types[self.columns.index(c)] for c in self._narrow])
             wide = tuple(column_values(table.column(c)) for c in self._wide) if self._wide else None
             # a list costs its column's Arrow bytes plus each object
             wide_cost = sum(int(table.column(c).nbytes) + VALUE_OVERHEAD * table.num_rows for c in self._wide)
@@ -257,24 +293,55 @@ class ParquetSource:
         rows = keys - self._rg_starts[groups]
         store = self._store()
         plan = store.plan(groups)
-        for g in plan.missing.tolist():
-            plan.add(g, *self._decode(g, store))
-        records: list[dict[str, Any]] = [{} for _ in range(len(keys))]
+        missing = plan.missing.tolist()
+        if len(missing) > 1 and self.suggested_reads_in_flight:  # URLs: fetches that wait, at once
+            for g, decoded in zip(missing, self._decoders().map(lambda g: self._decode(g, store), missing),
+                                  strict=True):
+                plan.add(g, *decoded)
+        else:
+            for g in missing:
+                plan.add(g, *self._decode(g, store))
+        with self._process()["gather_lock"]:  # one thread at a time: CPU work that hands the GIL back and forth
+            return self._gather(plan, rows)
+
+    def _gather(self, plan: Any, rows: np.ndarray) -> list[dict[str, Any]]:
+        store = self._store()
+        records: list[dict[str, Any]] = [{} for _ in range(len(rows))]
         taken = plan.gather(rows) if self._narrow else None
         wide = plan.extras() if self._wide else None
         store.maybe_merge()
         # one conversion per narrow column for the whole batch; wide values read per key
-        for c in self.columns:
-            if taken is not None and c in self._narrow:
-                values = column_values(taken.column(self._narrow.index(c)))
-                for record, value in zip(records, values, strict=True):
+        for c, w, convert in self._readers():
+            if w < 0:
+                assert taken is not None
+                for record, value in zip(records, convert(taken.column(c)), strict=True):
                     record[c] = value
             else:
                 assert wide is not None
-                w = self._wide.index(c)
                 for record, held, r in zip(records, wide, rows.tolist(), strict=True):
                     record[c] = held[w][r]
         return records
+
+    def _decoders(self) -> ThreadPoolExecutor:
+        local = self._process()
+        with local["lock"]:
+            pool = local.get("decoders")
+            if pool is None:
+                pool = local["decoders"] = ThreadPoolExecutor(REMOTE_DECODES,
+                                                              thread_name_prefix="thresher-parquet-decode")
+        return pool
+
+    def _readers(self) -> list[tuple[str, int, Any]]:
+        """Per column in order: its name, its index among the wide columns (-1: narrow), and
+        the converter of a narrow one (made once per process: functions are not pickled)."""
+        local = self._process()
+        readers = local.get("readers")
+        if readers is None:
+            types = dict(zip(self.columns, self._types, strict=True))
+            readers = local["readers"] = [
+                (c, self._wide.index(c), None) if c in self._wide else (c, -1, column_converter(types[c]))
+                for c in self.columns]
+        return readers
 
     # --- what else a source tells ------------------------------------------------------
 
@@ -356,6 +423,8 @@ class ParquetSource:
         local, self._local = self._local, None
         if local is not None and local["cache"] is not None:
             local["cache"].clear()
+        if local is not None and local.get("decoders") is not None:
+            local["decoders"].shutdown(wait=False, cancel_futures=True)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

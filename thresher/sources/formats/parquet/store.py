@@ -1,6 +1,6 @@
-"""Decoded row groups kept as Arrow tables, and a batch's rows gathered from them in one take.
+"""Decoded row groups kept as Arrow record batches, and a batch's rows gathered in one take.
 
-A source keeps each row group it decodes as an Arrow table of the requested columns, least
+A source keeps each row group it decodes as an Arrow record batch of the requested columns, least
 recently used out once their Arrow bytes pass the budget. A batch's rows are gathered with
 Arrow's ``take`` (in C) and converted to records once, per batch
 (:func:`~thresher.sources.formats.parquet.convert.column_values`): no Python object is kept per
@@ -21,7 +21,7 @@ for a merge.
 Example:
     >>> import numpy as np, pyarrow as pa
     >>> store = RowGroupStore(1 << 20, groups=2)
-    >>> store.put(0, pa.table({"x": [0, 1, 2]})); store.put(1, pa.table({"x": [3, 4]}))
+    >>> store.put(0, pa.record_batch({"x": [0, 1, 2]})); store.put(1, pa.record_batch({"x": [3, 4]}))
     >>> plan = store.plan(np.array([1, 0, 1]))
     >>> plan.missing.tolist()
     []
@@ -97,8 +97,8 @@ class Plan:
         return [extras[g] for g in self._groups.tolist()]
 
     def gather(self, rows: np.ndarray) -> Any:
-        """One Arrow table of row ``rows[i]`` of row group ``groups[i]`` (the planned groups),
-        in that order."""
+        """One Arrow record batch of row ``rows[i]`` of row group ``groups[i]`` (the planned
+        groups), in that order."""
         pa = pyarrow()
         segment, base = self._segment, self._base
         if self._inverse is None:  # planned all in one merged table: base is per key
@@ -122,11 +122,11 @@ class Plan:
         self._store.spent(len(pieces))
         back = np.empty(len(order), dtype=np.int64)
         back[order] = np.arange(len(order))
-        return pa.concat_tables(pieces).combine_chunks().take(_indices(back))
+        return pa.concat_batches(pieces).take(_indices(back))
 
 
 class RowGroupStore:
-    """Arrow tables of row groups ``0..groups-1``, evicted least recently used first once their
+    """Arrow record batches of row groups ``0..groups-1``, evicted least recently used first once their
     bytes pass ``budget`` (a table costing more than the budget is not kept); thread-safe."""
 
     def __init__(self, budget: int, groups: int) -> None:
@@ -193,7 +193,7 @@ class RowGroupStore:
             return table, self._extras.get(g)
 
     def put(self, g: int, table: Any, extra: Any = None, extra_cost: int = 0) -> None:
-        """Keeps ``table`` as row group ``g`` (its cost: its Arrow bytes), and with it ``extra``
+        """Keeps ``table`` (a record batch) as row group ``g`` (its cost: its Arrow bytes), and with it ``extra``
         (anything, costing ``extra_cost`` bytes: values a source keeps as Python objects)."""
         cost = int(table.nbytes) + extra_cost
         if cost > self.budget:
@@ -262,14 +262,14 @@ class RowGroupStore:
         try:
             for j, t in enumerate(tables):
                 if batch and size + t.nbytes > SEGMENT_BYTES:
-                    segments.append(pa.concat_tables(batch).combine_chunks())
+                    segments.append(pa.concat_batches(batch))
                     batch, size, rows = [], 0, 0
                 segment_of[j], base[j] = len(segments), rows
                 batch.append(t)
                 size += t.nbytes
                 rows += t.num_rows
             if batch:
-                segments.append(pa.concat_tables(batch).combine_chunks())
+                segments.append(pa.concat_batches(batch))
         except (pa.ArrowException, TypeError, ValueError):
             self._can_merge = False  # tables that do not concatenate: keep taking from each
             return
