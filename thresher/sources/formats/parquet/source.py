@@ -19,8 +19,8 @@ import json
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
