@@ -23,16 +23,16 @@ from thresher.sources.formats.parquet.store import RowGroupStore
 
 
 @contextmanager
-def merging(free_takes: int = 0, call_bytes: int = 1 << 40, segment_bytes: int = 1 << 30) -> Iterator[None]:
+def merging(max_pieces: int = 0, call_bytes: int = 1 << 40, segment_bytes: int = 1 << 30) -> Iterator[None]:
     """Stores merge at once (any batch over two tables pays for a merge), in segments of
     ``segment_bytes``."""
-    saved = store_module.FREE_TAKES, store_module.TAKE_CALL_BYTES, store_module.SEGMENT_BYTES
-    store_module.FREE_TAKES, store_module.TAKE_CALL_BYTES, store_module.SEGMENT_BYTES = \
-        free_takes, call_bytes, segment_bytes
+    saved = store_module.MAX_PIECES, store_module.TAKE_CALL_BYTES, store_module.SEGMENT_BYTES
+    store_module.MAX_PIECES, store_module.TAKE_CALL_BYTES, store_module.SEGMENT_BYTES = \
+        max_pieces, call_bytes, segment_bytes
     try:
         yield
     finally:
-        store_module.FREE_TAKES, store_module.TAKE_CALL_BYTES, store_module.SEGMENT_BYTES = saved
+        store_module.MAX_PIECES, store_module.TAKE_CALL_BYTES, store_module.SEGMENT_BYTES = saved
 
 
 def _wide(n: int, seed: int) -> pa.Array:
@@ -78,7 +78,7 @@ def test_a_wide_shuffle_is_merged_once_and_read_in_one_take_after(tmp_path: Any)
     expected = pyarrow_rows([path])
     src = th.sources.ParquetSource(path)
     keys = np.random.default_rng(0).permutation(len(src))
-    with merging(free_takes=4, call_bytes=1 << 20):  # a batch over 40 row groups pays 36 MiB of calls
+    with merging(max_pieces=4, call_bytes=1 << 20):  # a batch over 40 row groups pays 36 MiB of calls
         for i in range(0, len(keys), 64):
             got = src.__getitems__(keys[i:i + 64])
             assert [plain(r) for r in got] == [expected[k] for k in keys[i:i + 64]]
@@ -98,6 +98,18 @@ def test_batches_over_a_few_row_groups_never_merge(tmp_path: Any) -> None:
     assert src.cache_info()["merged"] == 0 and src.cache_info()["misses"] == 30
 
 
+def _rows(gathered: tuple[list[pa.RecordBatch], np.ndarray | None]) -> list[Any]:
+    """Column ``x`` of a gather's rows, in key order."""
+    pieces, order = gathered
+    values = [v for p in pieces for v in p.column("x").to_pylist()]
+    if order is None:
+        return values
+    out: list[Any] = [None] * len(values)
+    for j, v in zip(order.tolist(), values, strict=True):
+        out[j] = v
+    return out
+
+
 def test_evicted_merged_row_groups_are_dead_bytes_then_merged_away() -> None:
     tables = {g: pa.record_batch({"x": np.arange(100, dtype=np.int64) + 100 * g}) for g in range(8)}
     cost = tables[0].nbytes
@@ -106,7 +118,7 @@ def test_evicted_merged_row_groups_are_dead_bytes_then_merged_away() -> None:
         for g in range(4):
             store.put(g, tables[g])
         plan = store.plan(np.array([0, 1, 2, 3]))
-        assert plan.gather(np.array([5, 5, 5, 5])).column("x").to_pylist() == [5, 105, 205, 305]
+        assert _rows(plan.gather(np.array([5, 5, 5, 5]))) == [5, 105, 205, 305]
         store.maybe_merge()
         assert store.info()["merged"] == 4
         store.put(4, tables[4])  # evicts merged 0 (least recently read): dead bytes, no merge yet
@@ -115,11 +127,30 @@ def test_evicted_merged_row_groups_are_dead_bytes_then_merged_away() -> None:
         store.put(5, tables[5])
         store.put(6, tables[6])  # 3 of 4 merged row groups dead: merged again, of what is held
         store.maybe_merge()
-        assert store.info() == {"hits": 4, "misses": 0, "entries": 4, "bytes": 4 * cost, "merged": 4}
+        assert store.info() == {"hits": 4, "misses": 0, "entries": 4, "bytes": 4 * cost, "merged": 4,
+                                "merged_tables": 1}
         plan = store.plan(np.array([6, 3, 5, 4]))
         assert plan.missing.tolist() == []
-        assert plan.gather(np.array([1, 2, 3, 4])).column("x").to_pylist() == [601, 302, 503, 404]
+        assert _rows(plan.gather(np.array([1, 2, 3, 4]))) == [601, 302, 503, 404]
         assert store.plan(np.array([0])).missing.tolist() == [0]
+
+
+def test_a_block_windows_merged_table_is_freed_once_its_row_groups_are_evicted() -> None:
+    tables = {g: pa.record_batch({"x": np.arange(50, dtype=np.int64) + 50 * g}) for g in range(8)}
+    cost = tables[0].nbytes
+    store = RowGroupStore(4 * cost, groups=8)
+    rng = np.random.default_rng(0)
+    with merging(max_pieces=8, call_bytes=cost):  # three extra pieces a batch: a merge after two batches
+        for window in ([0, 1, 2, 3], [4, 5, 6, 7]):
+            for g in window:
+                store.put(g, tables[g])
+            for _ in range(4):
+                groups = rng.choice(window, 16)
+                rows = rng.integers(0, 50, 16)
+                assert _rows(store.plan(groups).gather(rows)) == (groups * 50 + rows).tolist()
+                store.maybe_merge()
+            info = store.info()
+            assert info["merged"] == 4 and info["merged_tables"] == 1 and info["bytes"] == 4 * cost
 
 
 def test_tables_that_do_not_concatenate_are_read_one_by_one() -> None:
@@ -130,8 +161,8 @@ def test_tables_that_do_not_concatenate_are_read_one_by_one() -> None:
         store.spent(10)
         store.maybe_merge()
     assert store.info()["merged"] == 0 and store.info()["entries"] == 2
-    assert store.plan(np.array([0, 0])).gather(np.array([1, 0])).column("x").to_pylist() == [2, 1]
-    assert store.plan(np.array([1])).gather(np.array([1])).column("x").to_pylist() == ["b"]
+    assert _rows(store.plan(np.array([0, 0])).gather(np.array([1, 0]))) == [2, 1]
+    assert _rows(store.plan(np.array([1])).gather(np.array([1]))) == ["b"]
 
 
 def test_threads_reading_while_the_store_merges_and_evicts(tmp_path: Any) -> None:
@@ -145,7 +176,7 @@ def test_threads_reading_while_the_store_merges_and_evicts(tmp_path: Any) -> Non
     src = th.sources.ParquetSource(path, cache_bytes=probe.cache_info()["bytes"] // 3)
     rng = np.random.default_rng(2)
     batches = [rng.integers(0, 2000, 48).tolist() for _ in range(120)]
-    with merging(free_takes=2, call_bytes=1 << 16), ThreadPoolExecutor(6) as pool:
+    with merging(max_pieces=2, call_bytes=1 << 16), ThreadPoolExecutor(6) as pool:
         got = list(pool.map(src.__getitems__, batches))
     assert [[plain(r) for r in b] for b in got] == [[expected[k] for k in keys] for keys in batches]
     assert src.cache_info()["bytes"] <= probe.cache_info()["bytes"] // 3

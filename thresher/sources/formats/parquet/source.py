@@ -307,14 +307,16 @@ class ParquetSource:
     def _gather(self, plan: Any, rows: np.ndarray) -> list[dict[str, Any]]:
         store = self._store()
         records: list[dict[str, Any]] = [{} for _ in range(len(rows))]
-        taken = plan.gather(rows) if self._narrow else None
+        pieces, order = plan.gather(rows) if self._narrow else ([], None)
         wide = plan.extras() if self._wide else None
         store.maybe_merge()
-        # one conversion per narrow column for the whole batch; wide values read per key
+        # the same dicts in the order of the pieces' rows: each narrow column converted once a piece
+        placed = records if order is None else [records[j] for j in order.tolist()]
         for c, w, convert in self._readers():
             if w < 0:
-                assert taken is not None
-                for record, value in zip(records, convert(taken.column(c)), strict=True):
+                values = convert(pieces[0].column(c)) if len(pieces) == 1 else \
+                    [v for piece in pieces for v in convert(piece.column(c))]
+                for record, value in zip(placed, values, strict=True):
                     record[c] = value
             else:
                 assert wide is not None

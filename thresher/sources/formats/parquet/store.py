@@ -9,14 +9,16 @@ What is held, where and when it was last read are NumPy arrays indexed by row gr
 batch's bookkeeping is a few vectorized steps however many row groups it touches.
 
 A take costs a call per table, and a shuffled batch touches about as many row groups as it has
-keys. So once the calls a store has spent on batches spread over many row groups add up to about
-the bytes it holds (:data:`TAKE_CALL_BYTES` counted per call over :data:`FREE_TAKES` a batch), the
-store *merges* what it holds into a few large tables (segments of up to :data:`SEGMENT_BYTES`, so
-32-bit offsets never overflow), copied once; later batches over those row groups are one take per
-segment. A merged row group is still evicted in its turn: its bytes are then dead until the next
-merge (made early once half the merged bytes are dead), so a store holds at most about 1.5 times
-its budget. A batch over a few row groups (keys in order, a block shuffle's window) never pays
-for a merge.
+keys. So the store counts the take calls past the first that batches make (:data:`TAKE_CALL_BYTES`
+each); once they add up to the bytes of the tables it holds alone, it copies those into one
+*merged* table (or several of up to :data:`SEGMENT_BYTES`, so 32-bit offsets never overflow), and
+later batches over them are one take. A wide shuffle's row groups are merged once, early in its
+first epoch; a block shuffle's window once, early in the window; keys in order never (their rows
+are sliced, without a copy). A merged row group is still evicted in its turn: a merged table is
+freed once none of its row groups is held, and while some are, the others' bytes are dead; once
+the dead bytes pass half the budget, everything held is merged again, so a store holds at most
+1.5 times its budget. More than :data:`MAX_PIECES` live merged tables are merged into one once
+the calls pay for it.
 
 Example:
     >>> import numpy as np, pyarrow as pa
@@ -25,10 +27,11 @@ Example:
     >>> plan = store.plan(np.array([1, 0, 1]))
     >>> plan.missing.tolist()
     []
-    >>> plan.gather(np.array([1, 2, 0])).column("x").to_pylist()
-    [4, 2, 3]
+    >>> pieces, order = plan.gather(np.array([1, 2, 0]))    # keys 0 and 2 from row group 1, then key 1
+    >>> [p.column("x").to_pylist() for p in pieces], order.tolist()
+    ([[2], [4, 3]], [1, 0, 2])
     >>> store.info()
-    {'hits': 3, 'misses': 0, 'entries': 2, 'bytes': 40, 'merged': 0}
+    {'hits': 3, 'misses': 0, 'entries': 2, 'bytes': 40, 'merged': 0, 'merged_tables': 0}
 """
 
 from __future__ import annotations
@@ -40,14 +43,14 @@ import numpy as np
 
 from thresher.sources.formats.parquet.arrow import pyarrow
 
-__all__ = ["FREE_TAKES", "SEGMENT_BYTES", "TAKE_CALL_BYTES", "Plan", "RowGroupStore"]
+__all__ = ["MAX_PIECES", "SEGMENT_BYTES", "TAKE_CALL_BYTES", "Plan", "RowGroupStore"]
 
 SEGMENT_BYTES = 1 << 30
 """Bytes of one merged table at most: its string offsets (32-bit) cannot overflow."""
 TAKE_CALL_BYTES = 64 << 10
 """A take call over one more table costs about as much time as copying this many bytes."""
-FREE_TAKES = 8
-"""Take calls a batch makes without counting toward a merge (a block shuffle's window)."""
+MAX_PIECES = 8
+"""Pieces of a batch converted one by one (more are joined first), and live merged tables kept apart."""
 
 
 def _indices(positions: np.ndarray) -> Any:
@@ -96,13 +99,16 @@ class Plan:
         extras = self._extras
         return [extras[g] for g in self._groups.tolist()]
 
-    def gather(self, rows: np.ndarray) -> Any:
-        """One Arrow record batch of row ``rows[i]`` of row group ``groups[i]`` (the planned
-        groups), in that order."""
-        pa = pyarrow()
+    def gather(self, rows: np.ndarray) -> tuple[list[Any], np.ndarray | None]:
+        """Row ``rows[i]`` of row group ``groups[i]`` (the planned groups) for every ``i``, as
+        Arrow record batches (``pieces``) and ``order``: the rows of the pieces, one after the
+        other, are those of keys ``order[0], order[1], ...`` (``order`` None: keys in order).
+        One piece per table the keys read (a merged table, or a row group held alone), taken
+        from it in one call (or sliced, without a copy, where its rows are consecutive); more
+        than :data:`MAX_PIECES` pieces are joined into one."""
         segment, base = self._segment, self._base
-        if self._inverse is None:  # planned all in one merged table: base is per key
-            return self._segments[0].take(_indices(base + rows))
+        if self._inverse is None:  # planned all in one merged table (the only one given): base is per key
+            return [_take(self._segments[0], base + rows)], None
         inverse = self._inverse
         sources: list[Any] = list(self._segments)
         source_of = segment.copy()
@@ -111,18 +117,25 @@ class Plan:
             sources.append(self._tables[int(self._uniq[j])])
         at = base[inverse] + rows
         if len(sources) == 1:
-            return sources[0].take(_indices(at))
+            return [_take(sources[0], at)], None
         of_key = source_of[inverse]
         order = np.argsort(of_key, kind="stable")
         ordered = of_key[order]
         cuts = (np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()
         at = at[order]
-        pieces = [sources[int(ordered[a])].take(_indices(at[a:b]))
-                  for a, b in zip([0, *cuts], [*cuts, len(ordered)], strict=True)]
+        pieces = [_take(sources[int(ordered[a])], at[a:b]) for a, b in zip([0, *cuts], [*cuts, len(ordered)],
+                                                                              strict=True)]
         self._store.spent(len(pieces))
-        back = np.empty(len(order), dtype=np.int64)
-        back[order] = np.arange(len(order))
-        return pa.concat_batches(pieces).take(_indices(back))
+        if len(pieces) > MAX_PIECES:  # converting many small pieces costs more than one copy of them
+            pieces = [pyarrow().concat_batches(pieces)]
+        return pieces, order
+
+
+def _take(table: Any, at: np.ndarray) -> Any:
+    """Rows ``at`` of ``table``: a zero-copy slice where they are consecutive, else a take."""
+    if len(at) and int(at[-1]) - int(at[0]) == len(at) - 1 and (len(at) == 1 or bool((np.diff(at) == 1).all())):
+        return table.slice(int(at[0]), len(at))
+    return table.take(_indices(at))
 
 
 class RowGroupStore:
@@ -144,10 +157,12 @@ class RowGroupStore:
         self._base = np.zeros(groups, dtype=np.int64)  # merged: its first row there
         self._tables: dict[int, Any] = {}  # held, not merged
         self._extras: dict[int, Any] = {}  # held, with an extra
-        self._segments: tuple[Any, ...] = ()
-        self._merged_bytes = 0
-        self._dead = 0  # bytes of merged row groups since evicted
-        self._debt = 0  # take calls over FREE_TAKES since the last merge, in TAKE_CALL_BYTES
+        self._segments: list[Any] = []  # merged tables (None: every row group in it evicted)
+        self._seg_live: list[int] = []  # per segment: bytes of its row groups still held
+        self._seg_dead: list[int] = []  # per segment: bytes of its row groups since evicted
+        self._dead = 0  # all segments' dead bytes
+        self._alone = 0  # bytes of the tables held alone (not merged)
+        self._debt = 0  # extra take calls since the last merge, in TAKE_CALL_BYTES
         self._can_merge = True
         self._lock = threading.Lock()
 
@@ -158,10 +173,11 @@ class RowGroupStore:
             self._tick += 1
             self._used[groups] = self._tick
             segment = self._segment[groups]
-            if len(self._segments) == 1 and len(groups) and segment.min() >= 0:  # all in one merged table
+            first = int(segment[0]) if len(groups) else -1
+            if first >= 0 and bool((segment == first).all()):  # all in one merged table
                 self.hits += len(groups)
                 extras = self._extras_of(np.unique(groups).tolist()) if self._extras else {}
-                return Plan(self, groups, groups, None, segment, self._base[groups], self._segments, {},
+                return Plan(self, groups, groups, None, segment, self._base[groups], (self._segments[first],), {},
                             groups[:0], extras)
         uniq, inverse = _unique(groups)
         with self._lock:
@@ -173,7 +189,7 @@ class RowGroupStore:
             base = np.where(segment >= 0, self._base[uniq], 0)  # a table held alone starts at 0
             tables = {} if len(self._tables) == 0 else {
                 g: self._tables[g] for g in uniq[held & (segment < 0)].tolist()}
-            segments = self._segments
+            segments = tuple(self._segments)
             extras = self._extras_of(uniq[held].tolist()) if self._extras else {}
         return Plan(self, groups, uniq, inverse, segment, base, segments, tables, missing, extras)
 
@@ -202,6 +218,7 @@ class RowGroupStore:
             if self._held[g]:
                 self._drop(g)
             self._tables[g] = table
+            self._alone += cost - extra_cost
             self._used[g] = max(self._used[g], self._tick)  # newest: not the one evicted for room
             if extra is not None:
                 self._extras[g] = extra
@@ -224,71 +241,109 @@ class RowGroupStore:
         self._held[g] = False
         self._cost[g] = 0
         self._extras.pop(g, None)
-        if self._segment[g] >= 0:
-            self._segment[g] = -1
-            self._dead += cost
-        else:
+        s = int(self._segment[g])
+        if s < 0:
             del self._tables[g]
+            self._alone -= cost
+            return
+        self._segment[g] = -1
+        self._seg_live[s] -= cost
+        self._seg_dead[s] += cost
+        self._dead += cost
+        if self._seg_live[s] <= 0:  # nothing held reads it: freed (plans made before keep their reference)
+            self._dead -= self._seg_dead[s]
+            self._segments[s] = None
+            self._seg_live[s] = self._seg_dead[s] = 0
 
     # --- merging -----------------------------------------------------------------------
 
-    def spent(self, takes: int) -> None:
-        """A gather made ``takes`` take calls."""
-        if takes > FREE_TAKES:
+    def spent(self, pieces: int) -> None:
+        """A gather took ``pieces`` pieces (one per table): each past the first counts toward a merge."""
+        if pieces > 1:
             with self._lock:
-                self._debt += (takes - FREE_TAKES) * TAKE_CALL_BYTES
+                self._debt += (pieces - 1) * TAKE_CALL_BYTES
 
     def maybe_merge(self) -> None:
-        """Merges what is held if the take calls saved would pay for the copy, or if half the
-        merged bytes are dead (see the module's docstring)."""
+        """Merges the tables held alone into a new merged table once the extra take calls spent
+        since the last merge would have paid for copying them; merges everything held again when
+        the dead bytes pass half the budget, or the live merged tables grow many (see the
+        module's docstring)."""
         with self._lock:
-            stale = self._merged_bytes > 0 and 2 * self._dead > self._merged_bytes
-            tables = self.size - self._xsize
-            if not self._can_merge or not tables or (self._debt < tables and not stale):
+            if not self._can_merge:
                 return
-            self._merge()
+            live = sum(1 for t in self._segments if t is not None)
+            if 2 * self._dead > self.budget or (live >= MAX_PIECES and self._debt >= self.size - self._xsize):
+                self._merge(everything=True)
+            elif self._alone and self._debt >= self._alone:
+                self._merge(everything=False)
 
-    def _merge(self) -> None:
+    def _merge(self, everything: bool) -> None:
         pa = pyarrow()
-        groups = np.flatnonzero(self._held).tolist()
+        held = self._held & (self._segment < 0) if not everything else self._held
+        groups = np.flatnonzero(held).tolist()
+        if not groups:
+            return
         tables = [self._tables[g] if self._segment[g] < 0 else
                   self._segments[self._segment[g]].slice(int(self._base[g]), int(self._rows[g]))
                   for g in groups]
-        segments: list[Any] = []
+        first = 0 if everything else len(self._segments)
+        made: list[Any] = []
+        lives: list[int] = []
         segment_of = np.empty(len(groups), dtype=np.int64)
         base = np.empty(len(groups), dtype=np.int64)
         batch: list[Any] = []
-        size = rows = 0
+        size = rows = live = 0
         try:
-            for j, t in enumerate(tables):
+            for j, (g, t) in enumerate(zip(groups, tables, strict=True)):
                 if batch and size + t.nbytes > SEGMENT_BYTES:
-                    segments.append(pa.concat_batches(batch))
-                    batch, size, rows = [], 0, 0
-                segment_of[j], base[j] = len(segments), rows
+                    made.append(pa.concat_batches(batch))
+                    lives.append(live)
+                    batch, size, rows, live = [], 0, 0, 0
+                segment_of[j], base[j] = first + len(made), rows
                 batch.append(t)
                 size += t.nbytes
                 rows += t.num_rows
-            if batch:
-                segments.append(pa.concat_batches(batch))
+                live += int(self._cost[g] - self._xcost[g])
+            made.append(pa.concat_batches(batch))
+            lives.append(live)
         except (pa.ArrowException, TypeError, ValueError):
             self._can_merge = False  # tables that do not concatenate: keep taking from each
             return
-        self._segments = tuple(segments)
-        self._merged_bytes = sum(int(s.nbytes) for s in segments)
+        if everything:
+            self._segments, self._seg_live, self._seg_dead, self._dead = made, lives, [0] * len(made), 0
+        else:
+            self._segments += made
+            self._seg_live += lives
+            self._seg_dead += [0] * len(made)
+        for g in groups:
+            self._tables.pop(g, None)
+        self._alone = 0
         self._segment[groups] = segment_of
         self._base[groups] = base
-        self._tables.clear()
-        self._dead = self._debt = 0
+        self._debt = 0
+        if len(self._segments) > 4 * MAX_PIECES:  # many freed slots: number the live tables again
+            self._renumber()
+
+    def _renumber(self) -> None:
+        keep = [i for i, t in enumerate(self._segments) if t is not None]
+        new_of = np.full(len(self._segments), -1, dtype=np.int64)
+        new_of[keep] = np.arange(len(keep))
+        merged = self._segment >= 0
+        self._segment[merged] = new_of[self._segment[merged]]
+        self._segments = [self._segments[i] for i in keep]
+        self._seg_live = [self._seg_live[i] for i in keep]
+        self._seg_dead = [self._seg_dead[i] for i in keep]
 
     # --- what it holds -----------------------------------------------------------------
 
     def info(self) -> dict[str, int]:
         """``hits`` (keys read from held row groups), ``misses`` (row groups decoded: each
         distinct one a batch found missing), ``entries``, ``bytes`` (their Arrow bytes, and
-        their extras' costs) and ``merged`` (entries held in merged tables)."""
+        their extras' costs), ``merged`` (entries held in merged tables) and ``merged_tables``."""
         with self._lock:
             return {"hits": self.hits, "misses": self.misses, "entries": int(self._held.sum()),
-                    "bytes": self.size, "merged": int((self._segment >= 0).sum())}
+                    "bytes": self.size, "merged": int((self._segment >= 0).sum()),
+                    "merged_tables": sum(1 for t in self._segments if t is not None)}
 
     def __len__(self) -> int:
         return int(self._held.sum())
@@ -300,6 +355,6 @@ class RowGroupStore:
             self._segment[:] = -1
             self._tables.clear()
             self._extras.clear()
-            self._segments = ()
+            self._segments, self._seg_live, self._seg_dead = [], [], []
             self._xcost[:] = 0
-            self.size = self._xsize = self._merged_bytes = self._dead = self._debt = 0
+            self.size = self._xsize = self._alone = self._dead = self._debt = 0
