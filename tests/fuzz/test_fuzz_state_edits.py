@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -106,7 +107,7 @@ def _nearby(value: Any) -> list[Any]:
         return [value + 1, value - 1, value + 3, value + 4, 2 * value, value // 2, 0, 1, 2**31, 2**62, -value,
                 value, float(value)]
     if isinstance(value, float):
-        return [value + 0.1, 1 - value, 0.0, value, int(value)]
+        return [value + 0.1, 1 - value, 0.0, value, *([int(value)] if math.isfinite(value) else [])]
     if isinstance(value, str):
         return [value[::-1], value[:-1] + ("0" if value[-1:] != "0" else "1"), "", value]
     return [None, [], {}]

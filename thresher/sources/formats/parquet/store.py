@@ -17,8 +17,8 @@ first epoch; a block shuffle's window once, early in the window; keys in order n
 are sliced, without a copy). A merged row group is still evicted in its turn: a merged table is
 freed once none of its row groups is held, and while some are, the others' bytes are dead; once
 the dead bytes pass half the budget, everything held is merged again, so a store holds at most
-1.5 times its budget. More than :data:`MAX_PIECES` live merged tables are merged into one once
-the calls pay for it.
+1.5 times its budget (and, for a moment, the copy a merge is making). More than
+:data:`MAX_PIECES` live merged tables are merged into one once the calls pay for it.
 
 Example:
     >>> import numpy as np, pyarrow as pa
