@@ -26,6 +26,12 @@ from thresher.sources.protocol import read_many
 from thresher.transforms.kinds import ElementFailure, Operation
 from thresher.transforms.operations import Plan
 
+SUBCHUNK = 16
+"""Elements taken through all record operations at a time once they prove heavy (see
+``ChunkProcessor._transform_in_parts``)."""
+HEAVY_NS = 20_000
+"""Operations that take this long a record (all of them together) run part by part."""
+
 __all__ = ["Chunk", "ChunkProcessor", "Reading", "stage_labels"]
 
 SAMPLE, READ = "sample", "read"
@@ -189,19 +195,67 @@ class ChunkProcessor:
         positions, keys, globals_, marks = reading.positions, reading.keys, reading.globals_, reading.marks
         elements = reading.elements
         assert elements is not None
-        ctx = _RecordContext(self, globals_)
-        for op in self.plan.record_ops:
-            try:
-                elements, kept_idx = op.apply_records(elements, ctx)
-            except ElementFailure as f:
-                raise self._fail(op, f.index, ctx.alive, positions, keys, globals_, f.error) from f.error
-            if kept_idx is not None:
-                idx = np.asarray(kept_idx, dtype=np.int64)
-                ctx.alive = idx if ctx.alive is None else ctx.alive[idx]
-            marks.append(clock())
-        alive = ctx.alive
+        ops = self.plan.record_ops
+        if len(ops) < 2 or len(elements) <= 2 * SUBCHUNK:
+            ctx = _RecordContext(self, globals_)
+            for op in ops:
+                try:
+                    elements, kept_idx = op.apply_records(elements, ctx)
+                except ElementFailure as f:
+                    raise self._fail(op, f.index, ctx.alive, positions, keys, globals_, f.error) from f.error
+                if kept_idx is not None:
+                    idx = np.asarray(kept_idx, dtype=np.int64)
+                    ctx.alive = idx if ctx.alive is None else ctx.alive[idx]
+                marks.append(clock())
+            alive = ctx.alive
+        else:
+            elements, alive = self._transform_in_parts(elements, positions, keys, globals_, marks)
         kept = positions if alive is None else positions[alive]
         return Chunk(start, stop, kept, elements, marks=marks)
+
+    def _transform_in_parts(self, elements: list[Any], positions: np.ndarray, keys: np.ndarray,
+                            globals_: np.ndarray, marks: list[int]) -> tuple[list[Any], np.ndarray | None]:
+        """The record operations run on ``SUBCHUNK`` elements at a time, each part through all
+        of them before the next, when the first part shows them heavy (``HEAVY_NS`` a record or
+        more): what one operation makes for the next (a decoded image) then lives for a part,
+        not for the chunk. Same elements, same seeds (per global position); the marks are the
+        operations' summed times after the read's mark. Light operations run on the rest of the
+        chunk at once."""
+        clock = time.monotonic_ns
+        ops = self.plan.record_ops
+        spent = [0] * len(ops)
+        out: list[Any] = []
+        alive_parts: list[np.ndarray] = []
+        filtered = False
+        lo, n, size = 0, len(elements), SUBCHUNK
+        while lo < n:
+            hi = min(n, lo + size)
+            part = elements[lo:hi]
+            ctx = _RecordContext(self, globals_[lo:hi])
+            began = t = clock()
+            for k, op in enumerate(ops):
+                try:
+                    part, kept_idx = op.apply_records(part, ctx)
+                except ElementFailure as f:
+                    where = np.arange(lo, hi) if ctx.alive is None else lo + ctx.alive
+                    raise self._fail(op, f.index, where, positions, keys, globals_, f.error) from f.error
+                if kept_idx is not None:
+                    idx = np.asarray(kept_idx, dtype=np.int64)
+                    ctx.alive = idx if ctx.alive is None else ctx.alive[idx]
+                    filtered = True
+                now = clock()
+                spent[k] += now - t
+                t = now
+            out.extend(part)
+            alive_parts.append(np.arange(lo, hi) if ctx.alive is None else lo + ctx.alive)
+            if lo == 0 and (t - began) < HEAVY_NS * (hi - lo):
+                size = n  # light operations: the rest at once
+            lo = hi
+        at = marks[-1]
+        for d in spent:
+            at += d
+            marks.append(at)
+        return out, (np.concatenate(alive_parts) if filtered else None)
 
     def _process_dropping(self, positions: np.ndarray, start: int, stop: int, globals_: np.ndarray,
                           keys: np.ndarray, key_list: list[int], marks: list[int]) -> Chunk:
