@@ -28,7 +28,7 @@ from thresher.transforms.operations import Plan
 
 SUBCHUNK = 16
 """Elements taken through all record operations at a time once they prove heavy (see
-``ChunkProcessor._transform_in_parts``)."""
+``ChunkProcessor._run_record_ops``)."""
 HEAVY_NS = 20_000
 """Operations that take this long a record (all of them together) run part by part."""
 
@@ -191,44 +191,34 @@ class ChunkProcessor:
         if self.skip_errors:
             return self._process_dropping(reading.positions, start, stop, reading.globals_, reading.keys,
                                           reading.key_list, reading.marks[:2])
-        clock = time.monotonic_ns
         positions, keys, globals_, marks = reading.positions, reading.keys, reading.globals_, reading.marks
         elements = reading.elements
         assert elements is not None
-        ops = self.plan.record_ops
-        if len(ops) < 2 or len(elements) <= 2 * SUBCHUNK:
-            ctx = _RecordContext(self, globals_)
-            for op in ops:
-                try:
-                    elements, kept_idx = op.apply_records(elements, ctx)
-                except ElementFailure as f:
-                    raise self._fail(op, f.index, ctx.alive, positions, keys, globals_, f.error) from f.error
-                if kept_idx is not None:
-                    idx = np.asarray(kept_idx, dtype=np.int64)
-                    ctx.alive = idx if ctx.alive is None else ctx.alive[idx]
-                marks.append(clock())
-            alive = ctx.alive
-        else:
-            elements, alive = self._transform_in_parts(elements, positions, keys, globals_, marks)
+        elements, alive = self._run_record_ops(elements, positions, keys, globals_, marks)
         kept = positions if alive is None else positions[alive]
         return Chunk(start, stop, kept, elements, marks=marks)
 
-    def _transform_in_parts(self, elements: list[Any], positions: np.ndarray, keys: np.ndarray,
-                            globals_: np.ndarray, marks: list[int]) -> tuple[list[Any], np.ndarray | None]:
-        """The record operations run on ``SUBCHUNK`` elements at a time, each part through all
-        of them before the next, when the first part shows them heavy (``HEAVY_NS`` a record or
-        more): what one operation makes for the next (a decoded image) then lives for a part,
-        not for the chunk. Same elements, same seeds (per global position); the marks are the
-        operations' summed times after the read's mark. Light operations run on the rest of the
-        chunk at once."""
+    def _run_record_ops(self, elements: list[Any], positions: np.ndarray, keys: np.ndarray,
+                        globals_: np.ndarray, marks: list[int]) -> tuple[list[Any], np.ndarray | None]:
+        """The record operations on a chunk's elements: the elements left and the indices into
+        the chunk of those kept (None: all); one mark per operation is appended to ``marks``.
+
+        With two operations or more on a chunk of more than ``2 * SUBCHUNK`` elements, a first
+        part of ``SUBCHUNK`` goes through all of them; if they took ``HEAVY_NS`` a record or more,
+        the rest follows in parts of ``SUBCHUNK`` (what one operation makes for the next, a
+        decoded image, then lives for a part, not for the chunk), else in one part. Same
+        elements and seeds (per global position) either way; a mark is the read's mark plus
+        the operations' summed times."""
         clock = time.monotonic_ns
         ops = self.plan.record_ops
+        n = len(elements)
+        size = SUBCHUNK if len(ops) >= 2 and n > 2 * SUBCHUNK else n
         spent = [0] * len(ops)
         out: list[Any] = []
         alive_parts: list[np.ndarray] = []
         filtered = False
-        lo, n, size = 0, len(elements), SUBCHUNK
-        while lo < n:
+        lo = 0
+        while True:  # an empty chunk goes through the operations too, as one empty part
             hi = min(n, lo + size)
             part = elements[lo:hi]
             ctx = _RecordContext(self, globals_[lo:hi])
@@ -248,6 +238,8 @@ class ChunkProcessor:
                 t = now
             out.extend(part)
             alive_parts.append(np.arange(lo, hi) if ctx.alive is None else lo + ctx.alive)
+            if hi >= n:
+                break
             if lo == 0 and (t - began) < HEAVY_NS * (hi - lo):
                 size = n  # light operations: the rest at once
             lo = hi

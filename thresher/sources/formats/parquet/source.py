@@ -305,6 +305,7 @@ class ParquetSource:
             return self._gather(plan, rows)
 
     def _gather(self, plan: Any, rows: np.ndarray) -> list[dict[str, Any]]:
+        """The records of the planned keys (rows ``rows`` of their row groups), in key order."""
         store = self._store()
         records: list[dict[str, Any]] = [{} for _ in range(len(rows))]
         pieces, order = plan.gather(rows) if self._narrow else ([], None)
@@ -312,6 +313,7 @@ class ParquetSource:
         store.maybe_merge()
         # the same dicts in the order of the pieces' rows: each narrow column converted once a piece
         placed = records if order is None else [records[j] for j in order.tolist()]
+        row_list = rows.tolist() if wide is not None else []
         for c, w, convert in self._readers():
             if w < 0:
                 values = convert(pieces[0].column(c)) if len(pieces) == 1 else \
@@ -320,7 +322,7 @@ class ParquetSource:
                     record[c] = value
             else:
                 assert wide is not None
-                for record, held, r in zip(records, wide, rows.tolist(), strict=True):
+                for record, held, r in zip(records, wide, row_list, strict=True):
                     record[c] = held[w][r]
         return records
 
