@@ -81,6 +81,60 @@ def test_an_operation_failing_in_a_later_part_names_its_record(heavy: int | None
     assert info.value.position == 70
 
 
+class _Flaky:
+    """A source whose reads of some keys fail (errors="skip" drops them)."""
+
+    def __init__(self, n: int, bad_every: int) -> None:
+        self.n, self.bad_every = n, bad_every
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, key: int) -> int:
+        if key % self.bad_every == 3:
+            raise OSError(f"record {key} is damaged")
+        return 1000 + key
+
+
+def _skipping_chunk(kinds: list[str], n: int, seed: int, bad_read: int, bad_value: int) -> Any:
+    ops = _ops(kinds)
+    ops.insert(1, th.MapTransform(lambda x: x if x % bad_value != 1 else 1 // 0))  # fails between others
+    sampler = th.IndexSampler(n, shuffle=True, seed=seed)
+    proc = ChunkProcessor(_Flaky(n, bad_read), sampler, plan_operations(ops), skip_errors=True)
+    return proc.process(np.arange(n, dtype=np.int64))
+
+
+def _dropped(chunk: Any) -> list[tuple[Any, ...]]:
+    return [(d.position, d.global_position, d.record_key, d.stage, d.error) for d in chunk.dropped or []]
+
+
+@settings(max_examples=60, deadline=None)
+@given(kinds=st.lists(st.sampled_from(["map", "filter", "random"]), min_size=2, max_size=5),
+       n=st.integers(0, 200), seed=st.integers(0, 5), bad_read=st.integers(4, 40),
+       bad_value=st.integers(2, 40))
+def test_skipping_errors_part_by_part_drops_and_keeps_the_same_records(
+        kinds: list[str], n: int, seed: int, bad_read: int, bad_value: int) -> None:
+    with heavy_from(None):
+        whole = _skipping_chunk(kinds, n, seed, bad_read, bad_value)
+    for heavy in (0, 10**12):
+        with heavy_from(heavy):
+            parts = _skipping_chunk(kinds, n, seed, bad_read, bad_value)
+        assert parts.elements == whole.elements
+        assert parts.positions.tolist() == whole.positions.tolist()
+        assert _dropped(parts) == _dropped(whole)
+        assert len(parts.marks) == len(whole.marks) and parts.marks == sorted(parts.marks)
+    assert len(whole.elements) + len(_dropped(whole)) <= n  # filters drop more, silently
+
+
+def test_skipping_errors_part_by_part_names_the_dropped_records() -> None:
+    with heavy_from(0):
+        chunk = _skipping_chunk(["map", "random"], 100, 0, bad_read=10, bad_value=10**9)
+    keys = [d.record_key for d in chunk.dropped or []]
+    assert sorted(keys) == [k for k in range(100) if k % 10 == 3]
+    assert all(d.stage == "read" and f"record {d.record_key} is damaged" in d.error for d in chunk.dropped or [])
+    assert len(chunk.elements) == 90
+
+
 def test_images_through_the_loader_are_the_same_part_by_part(tmp_path: Any) -> None:
     def decode(x: int) -> np.ndarray:
         return np.full((64, 64, 3), x % 251, dtype=np.uint8)

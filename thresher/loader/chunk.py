@@ -251,18 +251,48 @@ class ChunkProcessor:
 
     def _process_dropping(self, positions: np.ndarray, start: int, stop: int, globals_: np.ndarray,
                           keys: np.ndarray, key_list: list[int], marks: list[int]) -> Chunk:
-        """``process`` under errors="skip": failing records are dropped and listed in the Chunk."""
+        """``process`` under errors="skip": failing records are dropped and listed in the Chunk.
+
+        The record operations run part by part as in :meth:`_run_record_ops` (heavy ones
+        ``SUBCHUNK`` elements at a time); an element an operation fails on is dropped and the
+        operation runs again on the rest of its part."""
+        clock = time.monotonic_ns
         dropped: list[DroppedRecord] = []
         elements, alive = read_dropping(self.source, key_list, positions, keys, globals_, dropped)
-        marks.append(time.monotonic_ns())
-        ctx = _RecordContext(self, globals_)
-        ctx.alive = alive
-        for op in self.plan.record_ops:
-            elements = apply_dropping(op, elements, ctx, self.source, positions, keys, globals_, dropped)
-            marks.append(time.monotonic_ns())
-        kept = positions if ctx.alive is None else positions[ctx.alive]
+        marks.append(clock())
+        ops = self.plan.record_ops
+        of_chunk = np.arange(len(positions), dtype=np.int64) if alive is None else alive  # elements' indices
+        n = len(elements)
+        size = SUBCHUNK if len(ops) >= 2 and n > 2 * SUBCHUNK else n
+        spent = [0] * len(ops)
+        out: list[Any] = []
+        kept_parts: list[np.ndarray] = []
+        lo = 0
+        while True:  # an empty chunk goes through the operations too, as one empty part
+            hi = min(n, lo + size)
+            part, at = elements[lo:hi], of_chunk[lo:hi]
+            part_positions, part_keys, part_globals = positions[at], keys[at], globals_[at]
+            ctx = _RecordContext(self, part_globals)
+            began = t = clock()
+            for k, op in enumerate(ops):
+                part = apply_dropping(op, part, ctx, self.source, part_positions, part_keys, part_globals, dropped)
+                now = clock()
+                spent[k] += now - t
+                t = now
+            out.extend(part)
+            kept_parts.append(at if ctx.alive is None else at[ctx.alive])
+            if hi >= n:
+                break
+            if lo == 0 and (t - began) < HEAVY_NS * (hi - lo):
+                size = n  # light operations: the rest at once
+            lo = hi
+        at_ns = marks[-1]
+        for d in spent:
+            at_ns += d
+            marks.append(at_ns)
+        kept = positions[np.concatenate(kept_parts)]
         dropped.sort(key=lambda d: d.position)
-        return Chunk(start, stop, kept, elements, marks=marks, dropped=dropped or None)
+        return Chunk(start, stop, kept, out, marks=marks, dropped=dropped or None)
 
     @staticmethod
     def _fail(op: Operation, j: int, alive: np.ndarray | None, positions: np.ndarray, keys: np.ndarray,
