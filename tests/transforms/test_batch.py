@@ -108,3 +108,60 @@ def test_leaves_of_different_types_are_refused(values: list, kinds: tuple[str, s
                 min_size=1, max_size=20))
 def test_numbers_of_any_python_type_still_stack_as_numpy_would(values: list) -> None:
     np.testing.assert_array_equal(stack(values), np.asarray(values))
+
+
+class _MyDict(dict):  # type: ignore[type-arg]
+    """A dict subclass: the fast path leaves it to the element-by-element checks."""
+
+
+_LEAVES = st.one_of(st.integers(-5, 5), st.floats(allow_nan=False, width=32), st.booleans(), st.text(max_size=3),
+                    st.binary(max_size=3), st.none(), st.just(np.int64(3)), st.just(np.zeros(2)),
+                    st.just(np.array(["a", "b"])))
+
+
+@st.composite
+def _records(draw: st.DrawFn) -> list[object]:
+    """Batches that mostly stack, often with one element off: a key renamed (same length), a key
+    more, another leaf type, a dict subclass."""
+    keys = draw(st.lists(st.sampled_from(["a", "b", "c", 1, (2, 3)]), min_size=1, max_size=3, unique=True))
+    leaf = {k: draw(_LEAVES) for k in keys}
+    n = draw(st.integers(1, 6))
+    out: list[object] = [dict(leaf) for _ in range(n)]
+    i = draw(st.integers(0, n - 1))
+    change = draw(st.sampled_from(["none", "rename", "extra", "leaf", "subclass", "not a dict"]))
+    e = dict(leaf)
+    if change == "rename":
+        e["z"] = e.pop(keys[0])
+    elif change == "extra":
+        e["z"] = 0
+    elif change == "leaf":
+        e[keys[-1]] = draw(_LEAVES)
+    elif change == "subclass":
+        e = _MyDict(e)
+    if change == "not a dict":
+        out[i] = tuple(e.values())
+    elif change != "none":
+        out[i] = e
+    return out
+
+
+def _outcome(values: list[object], object_arrays: bool) -> object:
+    try:
+        out = stack(values, positions=list(range(10, 10 + len(values))), object_arrays=object_arrays)
+    except BatchError as e:
+        return ("error", str(e))
+    flat = out.items() if isinstance(out, dict) else enumerate(out) if isinstance(out, tuple) else [(None, out)]
+    return [(k, type(v).__name__, v.dtype.str, v.tolist()) for k, v in flat]
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=_records(), object_arrays=st.booleans())
+def test_fast_checks_give_the_element_by_element_result(values: list[object], object_arrays: bool) -> None:
+    from thresher.transforms import batch
+
+    fast = _outcome(values, object_arrays)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(batch, "_same_dicts", lambda elements, n: False)
+        m.setattr(batch, "_single_type", lambda elements: False)
+        slow = _outcome(values, object_arrays)
+    assert fast == slow

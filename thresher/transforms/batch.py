@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -99,10 +100,19 @@ def _kind(x: Any) -> str:
     return type(x).__name__
 
 
+def _single_type(elements: Sequence[Any]) -> bool:
+    """All of one Python type, not an array type (whose kind is its dtype's): of one kind
+    (checked at C speed; see ``_one_type``)."""
+    types = set(map(type, elements))
+    return len(types) == 1 and not issubclass(next(iter(types)), np.ndarray)
+
+
 def _one_type(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None,
               path: tuple[Any, ...], object_arrays: bool) -> np.ndarray | None:
     """Raises BatchError when the leaf's values differ in type (or, if allowed, returns them
     as an object array); None when they are all of one type."""
+    if _single_type(elements):
+        return None
     first = _kind(elements[0])
     for i, e in enumerate(elements):
         if _kind(e) != first:
@@ -170,6 +180,11 @@ def _stack_leaves(elements: Sequence[Any], positions: Sequence[int] | np.ndarray
     return out
 
 
+def _same_dicts(elements: Sequence[Any], n: int) -> bool:
+    """Every element a plain dict of ``n`` keys (checked at C speed; see ``_stack``)."""
+    return set(map(type, elements)) == {dict} and set(map(len, elements)) == {n}
+
+
 def _stack(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None, path: tuple[Any, ...],
            object_arrays: bool = False) -> Any:
     first = elements[0]
@@ -179,6 +194,13 @@ def _stack(elements: Sequence[Any], positions: Sequence[int] | np.ndarray | None
             return mixed
     if isinstance(first, dict):
         keys = first.keys()
+        if type(first) is dict and _same_dicts(elements, len(keys)):
+            try:  # the same number of keys, each of the first's in every one: the same keys
+                columns = {k: list(map(itemgetter(k), elements)) for k in keys}
+            except KeyError:
+                pass
+            else:
+                return {k: _stack(v, positions, (*path, k), object_arrays) for k, v in columns.items()}
         for i, e in enumerate(elements):
             if not isinstance(e, dict):
                 raise BatchError(f"Batch cannot stack {_path(path)}: {_where(0, positions)} is a dict but "
