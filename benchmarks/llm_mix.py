@@ -69,7 +69,6 @@ def decode(record: bytes) -> np.ndarray:
 
 def thresher_dataset(paths: list[str], workers: int) -> Any:
     import thresher as th
-from thresher.loader.state_types import LoaderState
 
     parts = [th.Dataset.source(th.sources.ArrayRecordSource(p)).map(decode).shuffle(seed=10 + j).repeat(None)
              for j, p in enumerate(paths)]
@@ -127,6 +126,8 @@ def measure(make: Callable[[], Iterator[Any]], seconds: float, step_s: float = 0
 
 def thresher_restore(ds: Any, it: Any) -> dict[str, float]:
     """Fresh iterator + set_state -> next batch, at the step reached and 10**6 windows deeper."""
+    from thresher.loader.state_types import LoaderState
+
     state = it.get_state()
     saved = LoaderState.from_json(state)  # a state 10**6 positions deeper, made (and signed) as a run makes it
     deep = LoaderState.at(saved.position + 10**6, saved.stream, saved.geometry, saved.operations,

@@ -9,7 +9,6 @@ same children, descriptors and shared-memory mappings as before, and no /dev/shm
 from __future__ import annotations
 
 import gc
-import os
 from typing import Any, Callable
 
 import pytest

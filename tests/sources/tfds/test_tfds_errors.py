@@ -10,14 +10,12 @@ import pytest
 
 import thresher as th
 from thresher.errors import (
-    ConversionRequiredError,
     CorruptSourceError,
     DatasetInfoError,
     FeatureError,
     SourceNotFoundError,
 )
 from thresher.sources import write_array_record
-from tests.sources.tfds.expected import DATA
 
 Copy = Callable[[str], str]
 
