@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -90,6 +90,41 @@ def _path(path: tuple[Any, ...]) -> str:
 
 _NUMERIC = "biufc"
 
+_empty: Callable[..., np.ndarray] = np.empty
+"""Where stacked arrays are made (see :func:`set_array_allocator`)."""
+
+
+def set_array_allocator(empty: Callable[..., np.ndarray] | None) -> None:
+    """Makes ``Batch`` stack arrays into ``empty(shape, dtype)`` (None: ``np.empty``).
+
+    Process workers stack into memory their result is sent in, without a copy (see
+    ``thresher.loader.pool.shm.ResultArena``). Only the memory changes: same values,
+    dtypes and shapes.
+
+    Example:
+        >>> import numpy as np
+        >>> from thresher.transforms.batch import set_array_allocator, stack
+        >>> made = []
+        >>> set_array_allocator(lambda shape, dtype: made.append(shape) or np.empty(shape, dtype))
+        >>> stack([np.zeros(3), np.ones(3)]).tolist(), made
+        ([[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]], [(2, 3)])
+        >>> set_array_allocator(None)
+    """
+    global _empty
+    _empty = np.empty if empty is None else empty
+
+
+def _stack_arrays(elements: Sequence[Any]) -> np.ndarray:
+    """``np.stack(elements)``, into ``_empty``'s memory when the arrays are all alike."""
+    if _empty is np.empty:
+        return np.stack(elements)
+    first = elements[0]
+    dtype, shape = first.dtype, first.shape
+    for e in elements:
+        if type(e) is not np.ndarray or e.dtype != dtype or e.shape != shape:
+            return np.stack(elements)
+    return np.stack(elements, out=_empty((len(elements), *shape), dtype))
+
 
 def _kind(x: Any) -> str:
     """What a leaf value is, for the type check: numbers (and numeric arrays) mix freely."""
@@ -139,8 +174,8 @@ def _stack_leaves(elements: Sequence[Any], positions: Sequence[int] | np.ndarray
     first = elements[0]
     if isinstance(first, np.ndarray):
         try:
-            strided = stack_strided(elements)
-            out = np.stack(elements) if strided is None else strided
+            strided = stack_strided(elements, _empty)
+            out = _stack_arrays(elements) if strided is None else strided
         except (ValueError, TypeError):
             pass
         else:

@@ -21,7 +21,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,8 +34,11 @@ MAX_ITEM_BYTES = 64
 _KINDS = frozenset("biufcmM")  # plain numbers, booleans, datetimes: no objects, no structured dtypes
 
 
-def stack_strided(elements: Sequence[Any]) -> np.ndarray | None:
-    """``np.stack(elements)`` for non-contiguous arrays with a short contiguous last axis, or None."""
+def stack_strided(elements: Sequence[Any], empty: Callable[..., np.ndarray] = np.empty) -> np.ndarray | None:
+    """``np.stack(elements)`` for non-contiguous arrays with a short contiguous last axis, or None.
+
+    ``empty(shape, dtype)`` makes the result (``np.empty``; in process workers, memory the
+    result is sent in)."""
     first = elements[0]
     if type(first) is not np.ndarray or first.ndim < 2:
         return None
@@ -51,7 +54,7 @@ def stack_strided(elements: Sequence[Any]) -> np.ndarray | None:
     if not strided:
         return None  # all contiguous: np.stack copies them as fast
     void = np.dtype((np.void, item))
-    out = np.empty((len(elements), *shape), dtype)
+    out = empty((len(elements), *shape), dtype)
     try:
         rows = out.view(void)
         for i, e in enumerate(elements):

@@ -38,10 +38,14 @@ from __future__ import annotations
 import mmap
 import os
 import pickle
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["OOB_MIN_BYTES", "Packed", "pack", "shared_memory_available", "unpack"]
+import numpy as np
+
+__all__ = ["OOB_MIN_BYTES", "RESULTS", "Packed", "ResultArena", "pack", "shared_memory_available", "unpack"]
 
 OOB_MIN_BYTES = 4096
 """Arrays smaller than this travel inside the pickle: a mapping costs more than copying them."""
@@ -75,6 +79,76 @@ class Packed:
             os.close(fd)
 
 
+class ResultArena:
+    """Arrays made in memory files of their own, which :func:`pack` sends as they are.
+
+    A process worker stacks its batches into these (``Batch`` asks ``empty``: see
+    ``thresher.transforms.batch.set_array_allocator``), so a batch is written once, by the
+    stacking, instead of stacked and then copied into a memory file. An array smaller than
+    ``OOB_MIN_BYTES`` (it travels in the pickle) or of objects is a plain ``np.empty``. A
+    file's descriptor is closed when its array is garbage-collected; a view that outlives
+    the array keeps the memory mapped, and is copied if it is sent.
+
+    Example:
+        >>> import numpy as np
+        >>> from thresher.loader.pool.shm import ResultArena, pack, unpack
+        >>> arena = ResultArena()
+        >>> a = arena.empty((1024, 4), np.float32)
+        >>> a[:] = 1.0
+        >>> packed = pack({"x": a}, arena)
+        >>> a[0, 0] = 5.0   # the packed result is this memory, not a copy of it
+        >>> out = unpack(packed.meta, packed.layout, packed.sizes, packed.fds)
+        >>> float(out["x"][0, 0]), float(out["x"].sum())
+        (5.0, 4100.0)
+    """
+
+    def __init__(self) -> None:
+        self._files: dict[int, tuple[int, int]] = {}  # data address -> (descriptor, bytes)
+        self._lock = threading.Lock()
+
+    def empty(self, shape: Any, dtype: Any = float) -> np.ndarray:
+        """``np.empty(shape, dtype)``, in a memory file of its own where results travel in them."""
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        nbytes = count * dt.itemsize
+        if nbytes < OOB_MIN_BYTES or dt.hasobject or not shared_memory_available():
+            return np.empty(shape, dt)
+        fd = os.memfd_create("thresher-result", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, nbytes)
+            mapping = mmap.mmap(fd, nbytes, flags=_MAP_FLAGS, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        out = np.frombuffer(mapping, dtype=dt, count=count).reshape(shape)
+        address = int(out.__array_interface__["data"][0])
+        with self._lock:
+            self._files[address] = (fd, nbytes)
+        weakref.finalize(out, self._forget, address, fd)
+        return out
+
+    def _forget(self, address: int, fd: int) -> None:
+        with self._lock:
+            self._files.pop(address, None)
+        os.close(fd)
+
+    def descriptor(self, raw: memoryview) -> int | None:
+        """The memory file that is exactly ``raw`` (an array of this arena's, whole), or None."""
+        if not self._files or not raw.nbytes:
+            return None
+        address = int(np.frombuffer(raw, dtype=np.uint8).__array_interface__["data"][0])
+        with self._lock:
+            held = self._files.get(address)
+        return held[0] if held is not None and held[1] == raw.nbytes else None
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+
+RESULTS = ResultArena()
+"""The arena process workers stack their batches into (see worker_main)."""
+
+
 def _write_all(fd: int, data: memoryview, offset: int) -> None:
     while data.nbytes:
         n = os.pwrite(fd, data, offset)
@@ -92,8 +166,9 @@ def _plan(buffers: list[memoryview]) -> tuple[list[tuple[int, int, int]], list[i
     return layout, [size]
 
 
-def pack(obj: Any) -> Packed:
-    """Pickles ``obj``; large contiguous arrays go into new shared-memory files.
+def pack(obj: Any, arena: ResultArena | None = RESULTS) -> Packed:
+    """Pickles ``obj``; large contiguous arrays go into new shared-memory files, except those
+    made by ``arena`` (see :class:`ResultArena`), which are sent in their own files as they are.
 
     Raises whatever pickling raises (e.g. TypeError for a lock or a generator); no
     descriptor is left open then.
@@ -111,15 +186,29 @@ def pack(obj: Any) -> Packed:
     meta = pickle.dumps(obj, protocol=5, buffer_callback=out_of_band)
     if not buffers:
         return Packed(meta)
-    layout, sizes = _plan(buffers)
-    packed = Packed(meta, layout, sizes)
+    own = [None if arena is None else arena.descriptor(raw) for raw in buffers]
+    copied = [raw for raw, fd in zip(buffers, own, strict=True) if fd is None]
+    copied_layout, sizes = _plan(copied) if copied else ([], [])
+    layout: list[tuple[int, int, int]] = []
+    owned: list[int] = []
+    placed = iter(copied_layout)
+    for raw, fd in zip(buffers, own, strict=True):
+        if fd is None:
+            layout.append(next(placed))
+        else:  # a file of its own, after the new ones
+            layout.append((len(sizes) + len(owned), 0, raw.nbytes))
+            owned.append(fd)
+    packed = Packed(meta, layout, sizes + [raw.nbytes for raw, fd in zip(buffers, own, strict=True)
+                                           if fd is not None])
     try:
         for size in sizes:
             fd = os.memfd_create("thresher-result", os.MFD_CLOEXEC)
             packed.fds.append(fd)
             os.ftruncate(fd, size)
-        for raw, (segment, offset, _) in zip(buffers, layout, strict=False):
+        for raw, (segment, offset, _) in zip(copied, copied_layout, strict=True):
             _write_all(packed.fds[segment], raw, offset)
+        for fd in owned:
+            packed.fds.append(os.dup(fd))
     except BaseException:
         packed.close()
         raise

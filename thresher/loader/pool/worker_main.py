@@ -33,12 +33,13 @@ import numpy as np
 from thresher.errors import TransformError, WorkerError
 from thresher.loader.chunk import Chunk, ChunkProcessor, Reading
 from thresher.loader.pool.remote_errors import describe_exception
-from thresher.loader.pool.shm import Packed, pack
+from thresher.loader.pool.shm import RESULTS, Packed, pack, shared_memory_available
 from thresher.loader.pool.stacking import stack_batches, worker_stages
 from thresher.loader.pool.watchdog import listen_for_stack_requests
 from thresher.loader.pool.wire import send
 from thresher.loader.read_ahead import Pending, ReadAhead
 from thresher.loader.read_options import ReadOptions
+from thresher.transforms.batch import set_array_allocator
 
 with contextlib.suppress(ImportError):  # what an ArrayRecordSource reads with: imported once, in the fork server
     from array_record.python import array_record_module  # noqa: F401
@@ -186,6 +187,8 @@ def run(index: int, spec: WorkerSpec, conn: Connection, reads: ReadOptions | Non
     """
     listen_for_stack_requests(stacks)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if shared_memory_available():  # batches stacked into the memory they are sent in: no copy to pack them
+        set_array_allocator(RESULTS.empty)
     with contextlib.suppress(AttributeError, ValueError, OSError):
         faulthandler.enable()  # a crash in an operation (segfault, abort) prints the worker's Python stack
     sock = socket.socket(fileno=os.dup(conn.fileno()))
