@@ -10,7 +10,9 @@ worker's last write and the training loop.
 
 A result with few large arrays (a batch: one per leaf) gets one memory file per
 array, so that keeping one leaf (say the labels) keeps only that leaf's memory
-alive; a result with many (a chunk of single elements) shares one file.
+alive; a result with many (a chunk of single elements) shares one file. A process
+worker stacks its batches straight into memory files of their own
+(:class:`ResultArena`), which are sent as they are: a batch is written once.
 
 Why memfd, and why this can never leak:
 
