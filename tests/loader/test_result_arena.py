@@ -15,7 +15,15 @@ from hypothesis import strategies as st
 
 import thresher as th
 from thresher.errors import BatchError
-from thresher.loader.pool.shm import OOB_MIN_BYTES, ResultArena, pack, shared_memory_available, unpack
+from thresher.loader.pool.shm import (
+    MAX_LIVE_FILES,
+    MAX_SEGMENTS,
+    OOB_MIN_BYTES,
+    ResultArena,
+    pack,
+    shared_memory_available,
+    unpack,
+)
 from thresher.transforms.batch import set_array_allocator, stack
 
 pytestmark = pytest.mark.skipif(not shared_memory_available(), reason="memfd_create is Linux-only")
@@ -61,6 +69,29 @@ def test_arena_descriptors_close_with_their_arrays() -> None:
     del arrays
     gc.collect()
     assert _result_files() == before and len(arena) == 0
+
+
+def test_a_result_of_many_arena_arrays_is_copied_into_few_files() -> None:
+    """A chunk of many small batches: each message carries at most MAX_SEGMENTS descriptors
+    (wire.MAX_FDS), so more arena arrays than that are copied as before."""
+    arena = ResultArena()
+    arrays = [arena.empty((1024,), np.float32) for _ in range(MAX_SEGMENTS + 5)]
+    for i, a in enumerate(arrays):
+        a[:] = i
+    packed = pack(arrays, arena)
+    assert 1 <= len(packed.fds) <= MAX_SEGMENTS
+    out = unpack(*_parts(packed))
+    assert [float(a[0]) for a in out] == [float(i) for i in range(MAX_SEGMENTS + 5)]
+
+
+def test_an_arena_holds_few_files_at_once() -> None:
+    arena = ResultArena()
+    arrays = [arena.empty((1024,), np.float64) for _ in range(MAX_LIVE_FILES + 3)]
+    assert len(arena) == MAX_LIVE_FILES  # the rest are plain memory
+    assert all(a.shape == (1024,) for a in arrays)
+    del arrays
+    gc.collect()
+    assert len(arena) == 0
 
 
 def test_a_view_that_outlives_its_array_stays_readable_and_is_copied() -> None:
@@ -146,16 +177,17 @@ def _flip(r: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.nd
     return {"image": r["image"][:, ::-1] if rng.random() < 0.5 else r["image"], "label": r["label"]}
 
 
-def test_process_workers_batches_equal_in_process_ones_and_leave_no_descriptor() -> None:
+@pytest.mark.parametrize("batch", [1, 32])  # 1: chunks of many batches, more arrays than a message's files
+def test_process_workers_batches_equal_in_process_ones_and_leave_no_descriptor(batch: int) -> None:
     def batches(workers: int) -> list[tuple[np.ndarray, np.ndarray]]:
         loader = th.DataLoader(list(range(200)), th.IndexSampler(200, shuffle=True, seed=3, num_epochs=1),
-                               [_decode, th.RandomMapTransform(_flip), th.Batch(32)], worker_count=workers)
+                               [_decode, th.RandomMapTransform(_flip), th.Batch(batch)], worker_count=workers)
         with iter(loader) as it:
             return [(b["image"].copy(), b["label"].copy()) for b in it]
 
     before = _result_files()
     here, there = batches(0), batches(2)
-    assert len(here) == len(there) == 7
+    assert len(here) == len(there) == -(-200 // batch)
     for (ia, la), (ib, lb) in zip(here, there, strict=True):
         assert np.array_equal(ia, ib) and np.array_equal(la, lb) and ia.dtype == ib.dtype
     gc.collect()

@@ -55,6 +55,10 @@ OOB_MIN_BYTES = 4096
 MAX_SEGMENTS = 16
 """Up to this many large arrays get a memory file each; more share one."""
 
+MAX_LIVE_FILES = 64
+"""A :class:`ResultArena` holds at most this many files at once (two descriptors each: its own
+and its mapping's); past it, arrays are plain NumPy memory (copied when sent)."""
+
 _ALIGN = 64
 _MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 
@@ -89,7 +93,10 @@ class ResultArena:
     stacking, instead of stacked and then copied into a memory file. An array smaller than
     ``OOB_MIN_BYTES`` (it travels in the pickle) or of objects is a plain ``np.empty``. A
     file's descriptor is closed when its array is garbage-collected; a view that outlives
-    the array keeps the memory mapped, and is copied if it is sent.
+    the array keeps the memory mapped, and is copied if it is sent. A result of more than
+    ``MAX_SEGMENTS`` large arrays (a chunk of many small batches) is copied as before, and
+    past ``MAX_LIVE_FILES`` live files arrays are plain memory: a message carries few
+    descriptors and a worker holds few.
 
     Example:
         >>> import numpy as np
@@ -113,7 +120,8 @@ class ResultArena:
         dt = np.dtype(dtype)
         count = int(np.prod(shape, dtype=np.int64))
         nbytes = count * dt.itemsize
-        if nbytes < OOB_MIN_BYTES or dt.hasobject or not shared_memory_available():
+        if (nbytes < OOB_MIN_BYTES or dt.hasobject or not shared_memory_available()
+                or len(self._files) >= MAX_LIVE_FILES):
             return np.empty(shape, dt)
         fd = os.memfd_create("thresher-result", os.MFD_CLOEXEC)
         try:
@@ -188,7 +196,8 @@ def pack(obj: Any, arena: ResultArena | None = RESULTS) -> Packed:
     meta = pickle.dumps(obj, protocol=5, buffer_callback=out_of_band)
     if not buffers:
         return Packed(meta)
-    own = [None if arena is None else arena.descriptor(raw) for raw in buffers]
+    # a result sends at most MAX_SEGMENTS files (wire.MAX_FDS a message): with more buffers, all are copied
+    own = [None if arena is None or len(buffers) > MAX_SEGMENTS else arena.descriptor(raw) for raw in buffers]
     copied = [raw for raw, fd in zip(buffers, own, strict=True) if fd is None]
     copied_layout, sizes = _plan(copied) if copied else ([], [])
     layout: list[tuple[int, int, int]] = []
