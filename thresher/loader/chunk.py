@@ -11,7 +11,7 @@ per chunk, never per record), for ``DataLoaderIterator.stats()`` and tracing.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,23 +203,19 @@ class ChunkProcessor:
         """The record operations on a chunk's elements: the elements left and the indices into
         the chunk of those kept (None: all); one mark per operation is appended to ``marks``.
 
-        With two operations or more on a chunk of more than ``2 * SUBCHUNK`` elements, a first
-        part of ``SUBCHUNK`` goes through all of them; if they took ``HEAVY_NS`` a record or more,
-        the rest follows in parts of ``SUBCHUNK`` (what one operation makes for the next, a
-        decoded image, then lives for a part, not for the chunk), else in one part. Same
-        elements and seeds (per global position) either way; a mark is the read's mark plus
-        the operations' summed times."""
+        The elements go through the operations part by part (see :func:`_in_parts`): what one
+        operation makes for the next (a decoded image) lives for a part, not for the chunk.
+        Same elements and seeds (per global position) either way; a mark is the read's mark
+        plus the operations' summed times."""
         clock = time.monotonic_ns
         ops = self.plan.record_ops
-        n = len(elements)
-        size = SUBCHUNK if len(ops) >= 2 and n > 2 * SUBCHUNK else n
         spent = [0] * len(ops)
         out: list[Any] = []
         alive_parts: list[np.ndarray] = []
         filtered = False
-        lo = 0
-        while True:  # an empty chunk goes through the operations too, as one empty part
-            hi = min(n, lo + size)
+
+        def run_part(lo: int, hi: int) -> int:
+            nonlocal filtered
             part = elements[lo:hi]
             ctx = _RecordContext(self, globals_[lo:hi])
             began = t = clock()
@@ -238,38 +234,29 @@ class ChunkProcessor:
                 t = now
             out.extend(part)
             alive_parts.append(np.arange(lo, hi) if ctx.alive is None else lo + ctx.alive)
-            if hi >= n:
-                break
-            if lo == 0 and (t - began) < HEAVY_NS * (hi - lo):
-                size = n  # light operations: the rest at once
-            lo = hi
-        at = marks[-1]
-        for d in spent:
-            at += d
-            marks.append(at)
+            return t - began
+
+        _in_parts(len(elements), len(ops), run_part)
+        _mark_summed(marks, spent)
         return out, (np.concatenate(alive_parts) if filtered else None)
 
     def _process_dropping(self, positions: np.ndarray, start: int, stop: int, globals_: np.ndarray,
                           keys: np.ndarray, key_list: list[int], marks: list[int]) -> Chunk:
         """``process`` under errors="skip": failing records are dropped and listed in the Chunk.
 
-        The record operations run part by part as in :meth:`_run_record_ops` (heavy ones
-        ``SUBCHUNK`` elements at a time); an element an operation fails on is dropped and the
-        operation runs again on the rest of its part."""
+        The record operations run part by part as in :meth:`_run_record_ops`; an element an
+        operation fails on is dropped and the operation runs again on the rest of its part."""
         clock = time.monotonic_ns
         dropped: list[DroppedRecord] = []
         elements, alive = read_dropping(self.source, key_list, positions, keys, globals_, dropped)
         marks.append(clock())
         ops = self.plan.record_ops
         of_chunk = np.arange(len(positions), dtype=np.int64) if alive is None else alive  # elements' indices
-        n = len(elements)
-        size = SUBCHUNK if len(ops) >= 2 and n > 2 * SUBCHUNK else n
         spent = [0] * len(ops)
         out: list[Any] = []
         kept_parts: list[np.ndarray] = []
-        lo = 0
-        while True:  # an empty chunk goes through the operations too, as one empty part
-            hi = min(n, lo + size)
+
+        def run_part(lo: int, hi: int) -> int:
             part, at = elements[lo:hi], of_chunk[lo:hi]
             part_positions, part_keys, part_globals = positions[at], keys[at], globals_[at]
             ctx = _RecordContext(self, part_globals)
@@ -281,15 +268,10 @@ class ChunkProcessor:
                 t = now
             out.extend(part)
             kept_parts.append(at if ctx.alive is None else at[ctx.alive])
-            if hi >= n:
-                break
-            if lo == 0 and (t - began) < HEAVY_NS * (hi - lo):
-                size = n  # light operations: the rest at once
-            lo = hi
-        at_ns = marks[-1]
-        for d in spent:
-            at_ns += d
-            marks.append(at_ns)
+            return t - began
+
+        _in_parts(len(elements), len(ops), run_part)
+        _mark_summed(marks, spent)
         kept = positions[np.concatenate(kept_parts)]
         dropped.sort(key=lambda d: d.position)
         return Chunk(start, stop, kept, out, marks=marks, dropped=dropped or None)
@@ -307,6 +289,40 @@ class ChunkProcessor:
         if self._rng is None:
             self._rng = RecordRng()
         return self._rng
+
+
+def _in_parts(n: int, ops: int, run_part: Callable[[int, int], int]) -> None:
+    """Calls ``run_part(lo, hi)`` over elements ``[0, n)`` in order, part by part (it returns the
+    nanoseconds the part took in the operations).
+
+    With two operations or more and more than ``2 * SUBCHUNK`` elements, a first part of
+    ``SUBCHUNK`` is measured: at ``HEAVY_NS`` a record or more, the rest follows in parts of
+    ``SUBCHUNK``, else in one part. Otherwise the whole is one part (an empty one included).
+
+    Example:
+        >>> seen = []
+        >>> _in_parts(40, 2, lambda lo, hi: seen.append((lo, hi)) or 0)  # light: the rest at once
+        >>> seen
+        [(0, 16), (16, 40)]
+    """
+    size = SUBCHUNK if ops >= 2 and n > 2 * SUBCHUNK else n
+    lo = 0
+    while True:
+        hi = min(n, lo + size)
+        took = run_part(lo, hi)
+        if hi >= n:
+            return
+        if lo == 0 and took < HEAVY_NS * (hi - lo):
+            size = n
+        lo = hi
+
+
+def _mark_summed(marks: list[int], spent: list[int]) -> None:
+    """One mark per operation: the last mark plus the operations' times so far."""
+    at = marks[-1]
+    for d in spent:
+        at += d
+        marks.append(at)
 
 
 class _RecordContext:

@@ -16,18 +16,24 @@ from tests.sources.formats.parquet.expected import plain, pyarrow_rows
 from tests.sources.remote.range_server import RangeServer
 
 
-def test_remote_reads_only_the_needed_column_chunks(tmp_path: Any) -> None:
+def _bucket(tmp_path: Any, table: Any, row_group: int) -> tuple[list[str], int]:
+    """``table`` written twice, uncompressed, as bucket/part-0.parquet and part-1.parquet under
+    ``tmp_path`` (the object server's root): their paths and total size."""
     bucket = tmp_path / "bucket"
     bucket.mkdir()
-    n = 4000
-    rng = np.random.default_rng(0)
-    t = pa.table({"id": np.arange(n), "blob": [rng.bytes(200) for _ in range(n)], "x": rng.random(n)})
     paths = []
     for i in range(2):
         p = str(bucket / f"part-{i}.parquet")
-        pq.write_table(t, p, row_group_size=500, compression="none")
+        pq.write_table(table, p, row_group_size=row_group, compression="none")
         paths.append(p)
-    size = sum(os.path.getsize(p) for p in paths)
+    return paths, sum(os.path.getsize(p) for p in paths)
+
+
+def test_remote_reads_only_the_needed_column_chunks(tmp_path: Any) -> None:
+    n = 4000
+    rng = np.random.default_rng(0)
+    t = pa.table({"id": np.arange(n), "blob": [rng.bytes(200) for _ in range(n)], "x": rng.random(n)})
+    paths, size = _bucket(tmp_path, t, 500)
     with RangeServer(str(tmp_path)) as srv:
         urls = [f"{srv.endpoint}/bucket/part-{i}.parquet" for i in range(2)]
         src = th.sources.ParquetSource(urls, columns=["id", "x"])
@@ -49,17 +55,10 @@ def test_threads_reading_a_bucket_fetch_each_row_group_once(tmp_path: Any) -> No
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    bucket = tmp_path / "bucket"
-    bucket.mkdir()
     n = 3200
     rng = np.random.default_rng(1)
     t = pa.table({"text": [rng.bytes(30).hex() for _ in range(n)], "label": np.arange(n)})
-    paths = []
-    for i in range(2):
-        p = str(bucket / f"part-{i}.parquet")
-        pq.write_table(t, p, row_group_size=400, compression="none")
-        paths.append(p)
-    size = sum(os.path.getsize(p) for p in paths)
+    paths, size = _bucket(tmp_path, t, 400)
     expected = pyarrow_rows(paths)
     with RangeServer(str(tmp_path), latency_s=0.005) as srv:
         urls = [f"{srv.endpoint}/bucket/part-{i}.parquet" for i in range(2)]
