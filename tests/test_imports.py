@@ -273,3 +273,27 @@ def test_import_thresher_is_light_and_every_public_name_still_resolves() -> None
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                          cwd=str(PACKAGE.parent))
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_local_array_record_source_leaves_the_byte_range_reader_unimported() -> None:
+    # A worker reading local ArrayRecord files imports the source's module when it loads the
+    # pipeline (the fork server preloads it): the byte-range reader (http, the chunk cache, the
+    # Riegeli parser) is for URLs and reader="ranges" only, and cost every worker's start ~20 ms.
+    script = (
+        "import os, sys, tempfile\n"
+        "from thresher.sources.formats.array_record.source import ArrayRecordSource\n"
+        "from thresher.sources.formats.array_record.writer import write_array_record\n"
+        "path = os.path.join(tempfile.mkdtemp(), 'x.array_record')\n"
+        "write_array_record(path, [b'a', b'b'])\n"
+        "src = ArrayRecordSource(path)\n"
+        "assert src[1] == b'b'\n"
+        "assert 'thresher.sources.remote.reader' not in sys.modules\n"
+        "import thresher.sources.remote as remote\n"
+        "assert 'thresher.sources.remote.reader' not in sys.modules\n"
+        "assert remote.RangeReader.__module__ == 'thresher.sources.remote.reader'\n"
+        "assert ArrayRecordSource(path, reader='ranges')[0] == b'a'\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         cwd=str(PACKAGE.parent))
+    assert out.stdout.strip() == "ok", out.stderr

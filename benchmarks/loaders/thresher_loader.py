@@ -91,6 +91,18 @@ def _count_packed(batch: Any) -> int:
     return int(batch["segment_ids"].max(axis=1).sum())
 
 
+def import_now() -> None:
+    """Imports what the first DataLoader would import on first use.
+
+    ``import thresher`` is lazy: the DataLoader's modules are imported the first time
+    ``th.DataLoader`` is looked up. ``torch_loader``'s ``import torch`` imports
+    ``torch.utils.data`` at once. Benchmarks that leave imports out of their clock
+    (``benchmarks.epoch_time``) call this before starting it, so both sides start with
+    their loader imported.
+    """
+    _ = th.DataLoader, th.sources.ArrayRecordSource, th.Batch, th.RandomMapTransform
+
+
 def pipeline(workload: str, cfg: dict[str, Any], data: dict[str, Any]) -> tuple[Callable[[], Iterator[Any]], Callable[[Any], int]]:
     if workload == "W6" and cfg.get("variant") == "pack":
         return (lambda: iter(_packed_dataset(data))), _count_packed

@@ -11,6 +11,23 @@ Example:
     16
 """
 
-from thresher.sources.remote.reader import RangeReader, RemoteReadOptions
+# Lazy: the ArrayRecord source imports this package's fs helpers for every local path, and the
+# reader (http, the chunk cache, the format) only matters for URLs and reader="ranges"; a worker
+# process that reads local files should not import it (about 20 ms of every worker's start).
+from typing import TYPE_CHECKING
+
+from thresher._optional import lazy_names
+
+if TYPE_CHECKING:
+    from thresher.sources.remote.options import RemoteReadOptions
+    from thresher.sources.remote.reader import RangeReader
+
+__getattr__, __dir__ = lazy_names(__name__, {
+    "RangeReader": "thresher.sources.remote.reader",
+    "RemoteReadOptions": "thresher.sources.remote.options",
+    **{name: f"thresher.sources.remote.{name}" for name in (
+        "block_hints", "chunk_cache", "compression", "footer_cache", "format", "fs", "highway", "lean",
+        "lean_config", "native", "options", "reader", "sigv4", "varint")},
+})
 
 __all__ = ["RangeReader", "RemoteReadOptions"]

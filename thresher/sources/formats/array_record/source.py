@@ -19,7 +19,7 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -28,7 +28,10 @@ from thresher.errors import ConfigError, CorruptSourceError, SourceError, Source
 from thresher.sources.formats.array_record.files import DEFAULT_MAX_OPEN, ReaderCache, open_reader, record_counts
 from thresher.sources.protocol import check_key, check_keys
 from thresher.sources.remote.fs import RemoteObject, expand, is_url, local_path
-from thresher.sources.remote.reader import RangeReader, RemoteReadOptions
+from thresher.sources.remote.options import RemoteReadOptions
+
+if TYPE_CHECKING:
+    from thresher.sources.remote.reader import RangeReader
 
 __all__ = ["ArrayRecordSource", "resolve_paths"]
 
@@ -143,6 +146,8 @@ class ArrayRecordSource:
                               "reader='auto' or 'ranges' for URLs")
         self._ranges: RangeReader | None = None
         if remote or reader == "ranges":
+            from thresher.sources.remote.reader import RangeReader  # only byte-range reads need it
+
             self._ranges = RangeReader(_objects(items, storage_options), storage_options,
                                        read_options)
             self._paths = [o.url for o in self._ranges.objects]
@@ -280,6 +285,8 @@ class ArrayRecordSource:
         """
         sizes = self.__dict__.get("_group_sizes")
         if sizes is None:
+            from thresher.sources.remote.reader import RangeReader
+
             reader = self._ranges or RangeReader([RemoteObject(p, os.path.getsize(p)) for p in self._paths])
             sizes = self.__dict__["_group_sizes"] = [reader.index(f).group_size for f in range(len(self._paths))]
         return list(sizes)
