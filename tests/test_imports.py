@@ -251,6 +251,13 @@ def test_earlier_import_paths_give_the_moved_objects() -> None:
     assert ArrayRecordSource is sources.ArrayRecordSource
 
 
+def _prints_ok(script: str) -> None:
+    """Runs ``script`` in a fresh interpreter; it must print ``ok``."""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         cwd=str(PACKAGE.parent))
+    assert out.stdout.strip() == "ok", out.stderr
+
+
 def test_import_thresher_is_light_and_every_public_name_still_resolves() -> None:
     # `import thresher` imports no subpackage (public names load on first use): a worker, the
     # fork server and a script that needs one part import only that part. Every name in
@@ -270,9 +277,7 @@ def test_import_thresher_is_light_and_every_public_name_still_resolves() -> None
         "    getattr(thresher.sources, name)\n"
         "print('ok')\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                         cwd=str(PACKAGE.parent))
-    assert out.stdout.strip() == "ok", out.stderr
+    _prints_ok(script)
 
 
 def test_a_local_array_record_source_leaves_the_byte_range_reader_unimported() -> None:
@@ -294,6 +299,4 @@ def test_a_local_array_record_source_leaves_the_byte_range_reader_unimported() -
         "assert ArrayRecordSource(path, reader='ranges')[0] == b'a'\n"
         "print('ok')\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                         cwd=str(PACKAGE.parent))
-    assert out.stdout.strip() == "ok", out.stderr
+    _prints_ok(script)
