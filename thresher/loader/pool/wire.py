@@ -29,7 +29,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["MAX_FDS", "receive", "send"]
+__all__ = ["MAX_FDS", "TooManyDescriptors", "receive", "send"]
 
 MAX_FDS = 64
 """Descriptors one message may carry (a result uses at most shm.MAX_SEGMENTS)."""
@@ -37,8 +37,22 @@ MAX_FDS = 64
 _PREFIX = struct.Struct("!QQ")
 
 
+class TooManyDescriptors(OSError):
+    """A message carried more descriptors than ``MAX_FDS``: the kernel dropped some.
+
+    The rest of the message has been read (the stream stays in step) and every descriptor
+    that did arrive has been closed.
+    """
+
+
 def send(sock: socket.socket, header: Any, meta: bytes = b"", fds: Sequence[int] = ()) -> None:
-    """Sends one message; the caller keeps (and closes) its copies of ``fds``."""
+    """Sends one message; the caller keeps (and closes) its copies of ``fds``.
+
+    Raises ValueError, sending nothing, for more than ``MAX_FDS`` descriptors: the receiver
+    would get only some of them.
+    """
+    if len(fds) > MAX_FDS:
+        raise ValueError(f"a message may carry at most {MAX_FDS} file descriptors, not {len(fds)}")
     head = pickle.dumps(header, protocol=5)
     parts = [_PREFIX.pack(len(head), len(meta)), head, meta]
     total = sum(len(p) for p in parts)
@@ -60,11 +74,23 @@ def _read_exact(sock: socket.socket, n: int) -> bytearray:
     return buf
 
 
+def _skip(sock: socket.socket, n: int) -> None:
+    """Reads and drops the next ``n`` bytes."""
+    buf = bytearray(min(n, 1 << 20))
+    while n > 0:
+        k = sock.recv_into(buf, min(n, len(buf)))
+        if k == 0:
+            raise EOFError("the worker's socket closed in the middle of a message")
+        n -= k
+
+
 def receive(sock: socket.socket) -> tuple[Any, bytes | bytearray, list[int]]:
     """Receives one message: ``(header, meta, fds)``; the caller owns (closes) ``fds``.
 
-    Raises EOFError when the socket is closed before a whole message arrived (any
-    descriptors received with it are closed).
+    Raises EOFError when the socket is closed before a whole message arrived, and
+    TooManyDescriptors (after reading the whole message, so the next one is read
+    intact) when it carried more than ``MAX_FDS`` descriptors; either way the descriptors
+    received with it are closed.
     """
     fds = array.array("i")
     data, ancdata, flags, _ = sock.recvmsg(_PREFIX.size, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
@@ -75,11 +101,13 @@ def receive(sock: socket.socket) -> tuple[Any, bytes | bytearray, list[int]]:
     try:
         if not data:
             raise EOFError("the worker's socket is closed")
-        if flags & getattr(socket, "MSG_CTRUNC", 0):
-            raise OSError("a worker message carried more file descriptors than expected")
         if len(data) < _PREFIX.size:
             data += _read_exact(sock, _PREFIX.size - len(data))
         head_n, meta_n = _PREFIX.unpack(data)
+        if flags & getattr(socket, "MSG_CTRUNC", 0):
+            _skip(sock, head_n + meta_n)
+            raise TooManyDescriptors(f"a worker message carried more than {MAX_FDS} file descriptors, so some "
+                                     "were lost on the way; the message was dropped")
         head = pickle.loads(_read_exact(sock, head_n))
         meta: bytes | bytearray = _read_exact(sock, meta_n) if meta_n else b""
     except BaseException:

@@ -213,6 +213,10 @@ class WorkerProcesses:
             there = time.monotonic_ns()
             try:
                 header, meta, fds = wire.receive(self.socks[w])
+            except wire.TooManyDescriptors as e:  # the worker lives: not a death
+                raise WorkerError(f"internal error: {self.where(w)} sent the result of positions "
+                                  f"[{bounds[0]}, {bounds[1]}) in a message that could not be received ({e}). "
+                                  "The iterator is closed; please report it") from None
             except (EOFError, OSError):
                 raise self._died(w, bounds) from None
             if header[0] != READY:
