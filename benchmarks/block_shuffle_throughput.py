@@ -18,7 +18,7 @@ with ``np.frombuffer`` and a float32 sum of 64 bytes, then ``Batch(128)``. The m
 shared with other work: read the ratios, not the absolute rates.
 
     python -m benchmarks.block_shuffle_throughput                 # ~5 min on 2 busy cores
-    python -m benchmarks.block_shuffle_throughput --local-only --batches 600 --repeats 4   # steady state
+    python -m benchmarks.block_shuffle_throughput --local-only --epoch --local-workers 0,2:thread,2:process,auto
     python -m benchmarks.block_shuffle_throughput --records 20000 --batches 20 --repeats 1
 """
 
@@ -52,15 +52,21 @@ def write(directory: str, records: int, record_bytes: int, group_size: int) -> s
     return path
 
 
-def rate(src: Any, shuffle: Any, batches: int, workers: Any) -> tuple[float, Any]:
-    """Records per second over ``batches`` batches from a fresh loader (start-up included)."""
-    sampler = th.IndexSampler(len(src), shuffle=shuffle, seed=0, num_epochs=None)
-    loader = th.DataLoader(src, sampler, [decode, th.Batch(BATCH, drop_remainder=True)], worker_count=workers)
+def rate(src: Any, shuffle: Any, batches: int | None, workers: Any) -> tuple[float, Any]:
+    """Records per second over ``batches`` batches from a fresh loader (start-up included);
+    ``batches`` None: one whole epoch. ``workers``: a worker count, "auto", or "2:thread"."""
+    sampler = th.IndexSampler(len(src), shuffle=shuffle, seed=0, num_epochs=None if batches else 1)
+    count, _, mode = str(workers).partition(":")
+    loader = th.DataLoader(src, sampler, [decode, th.Batch(BATCH, drop_remainder=True)],
+                           worker_count=count if count == "auto" else int(count), worker_mode=mode or None)
     started = time.perf_counter()
+    n = 0
     with iter(loader) as it:
-        for _ in range(batches):
-            next(it)
-    return batches * BATCH / (time.perf_counter() - started), loader
+        for batch in it:
+            n += len(batch)
+            if batches and n >= batches * BATCH:
+                break
+    return n / (time.perf_counter() - started), loader
 
 
 def block_shuffle_for(src: Any, cache_bytes: int, record_bytes: int, block_size: int) -> th.BlockShuffle:
@@ -83,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="group sizes read remotely (65536 needs a cache of 2 chunks of 64 MiB: a dataset "
                              "4x that is over 512 MiB)")
     parser.add_argument("--local-only", action="store_true", help="only the local variants (longer runs)")
+    parser.add_argument("--epoch", action="store_true",
+                        help="the local variants read one whole epoch each (--batches is for the remote ones)")
+    parser.add_argument("--local-workers", default="auto",
+                        help="worker settings of the local variants, e.g. 0,2:thread,2:process,auto")
     parser.add_argument("--out", default="benchmarks/results/block_shuffle")
     args = parser.parse_args(argv)
     from tests.sources.remote.range_server import RangeServer
@@ -93,20 +103,26 @@ def main(argv: list[str] | None = None) -> int:
     paths = {g: write(root, args.records, args.record_bytes, g) for g in sorted({1, 65536, *groups})}
     rows: dict[str, list[float]] = {}
     fetched: dict[str, list[float]] = {}
+    bases: dict[str, str] = {}  # a local g65536 row -> the g1 row with the same workers
     with RangeServer(root, latency_s=args.latency_ms / 1000, process=True) as server:
         for _ in range(args.repeats):
-            local = th.sources.ArrayRecordSource(paths[1])
-            r, _ = rate(local, True, args.batches, "auto")
-            rows.setdefault("local g1 full (baseline)", []).append(r)
+            local_batches = None if args.epoch else args.batches
+            for workers in args.local_workers.split(","):
+                tag = "" if workers == "auto" else f", workers {workers}"
+                local = th.sources.ArrayRecordSource(paths[1])
+                r, _ = rate(local, True, local_batches, workers)
+                rows.setdefault(f"local g1 full (baseline{tag})", []).append(r)
+                ranged = th.sources.ArrayRecordSource(
+                    paths[65536], reader="ranges", read_options=RemoteReadOptions(cache_bytes=max(cache, 256 << 20)))
+                shuffle = block_shuffle_for(ranged, max(cache, 256 << 20), args.record_bytes, 65536)
+                r, _ = rate(ranged, shuffle, local_batches, workers)
+                name = f"local g65536 block {shuffle.block_size}x{shuffle.window_blocks} (ranges{tag})"
+                rows.setdefault(name, []).append(r)
+                bases[name] = f"local g1 full (baseline{tag})"
             if not args.local_only:
                 local64k = th.sources.ArrayRecordSource(paths[65536])
                 r, _ = rate(local64k, True, 2, 0)  # a group decoded per record: 2 batches say enough
                 rows.setdefault("local g65536 full (native)", []).append(r)
-            ranged = th.sources.ArrayRecordSource(paths[65536], reader="ranges",
-                                                  read_options=RemoteReadOptions(cache_bytes=max(cache, 256 << 20)))
-            shuffle = block_shuffle_for(ranged, max(cache, 256 << 20), args.record_bytes, 65536)
-            r, _ = rate(ranged, shuffle, args.batches, "auto")
-            rows.setdefault(f"local g65536 block {shuffle.block_size}x{shuffle.window_blocks} (ranges)", []).append(r)
             for g in [] if args.local_only else groups:
                 name = os.path.relpath(paths[g], root).replace(os.sep, "/")
                 for shuffle_of in (None, g):
@@ -122,14 +138,17 @@ def main(argv: list[str] | None = None) -> int:
                     key = f"remote g{g} {what}"
                     rows.setdefault(key, []).append(r)
                     fetched.setdefault(key, []).append(server.stats()["body_bytes"] / (args.batches * BATCH))
-    base = statistics.median(rows["local g1 full (baseline)"])
+    main_base = "local g1 full (baseline)" if "local g1 full (baseline)" in rows else next(iter(rows))
+    local_len = "one epoch" if args.epoch else f"{args.batches} batches"
     print(f"{args.records} records of {args.record_bytes} B, cache {cache / 2**20:.0f} MiB (dataset 4x), "
-          f"{args.latency_ms:g} ms per request, {args.batches} batches of {BATCH}, worker_count='auto', "
-          f"median of {args.repeats}")
-    print(f"{'variant':44} {'records/s':>10} {'/ local full':>12} {'fetched B/record':>17}")
+          f"{args.latency_ms:g} ms per request, {args.batches} batches of {BATCH} (local variants: {local_len}), "
+          f"worker_count='auto' unless named, median of {args.repeats}")
+    print(f"{'variant':56} {'records/s':>10} {'/ local full':>12} {'fetched B/record':>17}")
     for k, v in rows.items():
         f = f"{statistics.median(fetched[k]):17.0f}" if k in fetched else f"{'-':>17}"
-        print(f"{k:44} {statistics.median(v):10.0f} {statistics.median(v) / base:12.2f} {f}")
+        ratio = statistics.median(v) / statistics.median(rows[bases.get(k, main_base)])
+        print(f"{k:56} {statistics.median(v):10.0f} {ratio:12.2f} {f}")
+    print("(/ local full: against the local g1 full row with the same workers)")
     return 0
 
 
