@@ -21,7 +21,7 @@ from typing import Any
 from thresher._optional import require
 from thresher.sources.remote.varint import FormatError, read_varint
 
-__all__ = ["COMPRESSIONS", "decompress"]
+__all__ = ["COMPRESSIONS", "decompress", "zstd_decompress"]
 
 NONE, BROTLI, ZSTD, SNAPPY = 0, 0x62, 0x7A, 0x73
 COMPRESSIONS = {NONE: "none", BROTLI: "brotli", ZSTD: "zstd", SNAPPY: "snappy"}
@@ -38,7 +38,7 @@ def _module(name: str) -> ModuleType:
     return module
 
 
-def _zstd(payload: bytes, size: int) -> bytes:
+def _zstd(payload: bytes | memoryview, size: int) -> bytes:
     d = getattr(_ZSTD, "d", None)
     if d is None:
         d = _ZSTD.d = _module("zstandard").ZstdDecompressor()
@@ -46,6 +46,15 @@ def _zstd(payload: bytes, size: int) -> bytes:
         empty: bytes = d.decompressobj().decompress(payload)
         return empty
     out: bytes = d.decompress(payload, max_output_size=size)
+    return out
+
+
+def zstd_decompress(payload: bytes | memoryview, size: int) -> bytes:
+    """One zstd frame that decompresses to ``size`` (> 0) bytes: exactly that many, or an error
+    (zstandard's, a ValueError, or FormatError when the length differs)."""
+    out = _zstd(payload, size)
+    if len(out) != size:
+        raise FormatError(f"zstd data decompresses to {len(out)} bytes, its prefix says {size}")
     return out
 
 

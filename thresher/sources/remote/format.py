@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from thresher.sources.remote.compression import decompress
+from thresher.sources.remote.compression import NONE, ZSTD, decompress, zstd_decompress
 from thresher.sources.remote.highway import highway_hash64
 from thresher.sources.remote.varint import FormatError, decode_varints, read_varint
 
@@ -55,6 +55,7 @@ __all__ = [
     "parse_postscript",
     "read_chunk",
     "simple_chunk_records",
+    "small_chunk_records",
 ]
 
 BLOCK_SIZE = 1 << 16
@@ -197,6 +198,61 @@ def simple_chunk_records(header: ChunkHeader, data: bytes) -> tuple[list[int], b
                           f"{header.decoded_data_size} bytes but decodes to {len(sizes)} records "
                           f"of {len(values)} bytes")
     return bounds, values
+
+
+def small_chunk_records(buf: bytes | memoryview, base: int, begin: int, limit: int,
+                        verify: bool = True) -> tuple[list[int], bytes, int] | None:
+    """:func:`read_chunk` and :func:`simple_chunk_records` at once for a chunk of one record
+    within one 64 KiB block (a file of group_size 1): ``(bounds, values, num_records)``, or
+    None whenever the general path must decide (another layout, another compression, and any
+    check that fails: the general path then raises the error that names it).
+
+    It checks what the general path checks (the hashes, the chunk's end against ``limit``,
+    its type, the sizes against the header), with fewer calls: at group_size 1 a chunk per
+    record is read.
+
+    Example:
+        >>> small_chunk_records(b"", 0, 0, 64) is None   # a chunk at a block boundary: the general path
+        True
+    """
+    offset = begin % BLOCK_SIZE
+    lo = begin - base
+    if not offset or lo < 0 or offset + (limit - begin) > BLOCK_SIZE or limit - base > len(buf):
+        return None  # a block header may lie inside, or the bytes are not all there
+    stored, data_size, data_hash, type_and_count, decoded_size = _HEADER.unpack_from(buf, lo)
+    view = memoryview(buf)
+    start = lo + CHUNK_HEADER_SIZE
+    if (type_and_count & 0xFF != SIMPLE_CHUNK or type_and_count >> 8 != 1 or data_size < 3
+            or max(add_with_overhead(begin, CHUNK_HEADER_SIZE + data_size),
+                   _round_up_to_chunk_boundary(begin + 1)) > limit):  # ChunkHeader.end, as read_chunk checks
+        return None
+    if verify and stored != highway_hash64(view[lo + 8:start]):
+        return None
+    data = view[start:start + data_size]
+    if highway_hash64(data) != data_hash:
+        return None
+    compression, sizes_len = data[0], data[1]
+    if sizes_len >= 0x80 or 2 + sizes_len > data_size:
+        return None
+    try:
+        if compression == ZSTD:
+            sizes_size = data[2]
+            values_size, pos = read_varint(data, 2 + sizes_len)
+            if sizes_size >= 0x80 or not sizes_size or not values_size:
+                return None
+            sizes = zstd_decompress(data[3:2 + sizes_len], sizes_size)
+            values = zstd_decompress(data[pos:], values_size)
+        elif compression == NONE:
+            sizes = bytes(data[2:2 + sizes_len])
+            values = bytes(data[2 + sizes_len:])
+        else:
+            return None
+        size, used = read_varint(sizes, 0)
+    except (FormatError, ValueError, TypeError):  # zstandard raises ZstdError, a ValueError
+        return None
+    if used != len(sizes) or size != decoded_size or len(values) != decoded_size:
+        return None
+    return [0, size], values, 1
 
 
 def _fields(message: bytes) -> dict[int, Any]:

@@ -34,7 +34,7 @@ def decode_varints(buf: bytes) -> np.ndarray:
     return np.bitwise_or.reduceat((b & 0x7F).astype(np.uint64) << shifts, starts)
 
 
-def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     """The varint at ``buf[pos:]`` and the position after it."""
     value = shift = 0
     while True:
