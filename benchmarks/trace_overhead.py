@@ -10,7 +10,7 @@ modes interleaved (off, on, off, on, ...); the medians are printed. ``it.stats()
 always on (it cannot be switched off): its cost is inside every figure.
 
 Usage:
-    python benchmarks/trace_overhead.py [--rounds 5] [--data DIR]
+    python -m benchmarks.trace_overhead [--rounds 5] [--data DIR]   (or python benchmarks/trace_overhead.py)
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ import sys
 import tempfile
 import time
 
-if __package__ in (None, ""):
+if __package__ in (None, ""):  # run as a script (python benchmarks/trace_overhead.py), also the child
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import thresher as th  # noqa: E402
-import workers_quick as wq  # noqa: E402
+from benchmarks import workers_quick as wq  # noqa: E402
 
 WORKLOADS = (("W1", 0), ("W1", 2), ("W2", 0))
 
