@@ -124,4 +124,5 @@ def choose_mode(report: AutotuneReport, speedup: float | None, processes: bool,
         return replace(report, worker_count=0, thread_speedup=speedup,
                        reason=f"{report.reason}; but processes cannot run this pipeline and two chunks on two "
                               f"threads ran only {speedup:.2f}x as fast as one: no workers")
-    return replace(report, worker_mode=mode, thread_speedup=speedup, reason=f"{report.reason}; {mode}s: {why}")
+    plural = "processes" if mode == "process" else "threads"
+    return replace(report, worker_mode=mode, thread_speedup=speedup, reason=f"{report.reason}; {plural}: {why}")
