@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import pickle
+import resource
+import subprocess
+import sys
 
 import pytest
 
@@ -78,7 +81,7 @@ def test_objects_in_a_bucket_are_read_through_the_lean_client() -> None:
 def test_many_shards_hold_no_descriptors_and_a_bounded_number_of_maps(tmp_path: str, monkeypatch) -> None:
     from thresher.sources.formats import shard_files
 
-    monkeypatch.setattr(shard_files, "_MAPS_KEPT", 8)
+    monkeypatch.setattr(shard_files, "MAX_MAPS_KEPT", 8)
     paths = [_file(os.path.join(str(tmp_path), f"{i:03d}.bin"), bytes([i]) * 100) for i in range(40)]
     files = ShardFiles(list_shards(paths))
     open_before = len(os.listdir("/proc/self/fd"))
@@ -88,3 +91,32 @@ def test_many_shards_hold_no_descriptors_and_a_bounded_number_of_maps(tmp_path: 
     assert len(os.listdir("/proc/self/fd")) <= open_before + 8  # one per map kept (Python's mmap holds one)
     files.close()
     assert len(os.listdir("/proc/self/fd")) == open_before
+
+
+def test_the_maps_kept_follow_the_descriptor_limit(tmp_path: str) -> None:
+    # a quarter of the soft limit: batches over 300 shards under `ulimit -n 512` keep 128 maps
+    # (and never run out of descriptors); under 100,000 every shard stays mapped
+    for soft, kept in ((512, 128), (100_000, 300)):
+        script = (
+            "import os, resource, sys\n"
+            f"resource.setrlimit(resource.RLIMIT_NOFILE, ({soft}, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+            "from thresher.sources.formats.shard_files import ShardFiles, maps_kept\n"
+            "from thresher.sources.formats.shards import list_shards\n"
+            f"root = {str(tmp_path)!r}\n"
+            "paths = []\n"
+            "for i in range(300):\n"
+            "    paths.append(os.path.join(root, f'{i:03d}.bin'))\n"
+            "    if not os.path.exists(paths[-1]):\n"
+            "        open(paths[-1], 'wb').write(bytes([i % 256]) * 50)\n"
+            "files = ShardFiles(list_shards(paths))\n"
+            "for lo in [0, 100, 200] * 2:  # a batch holds the maps it slices until it ends: 100 shards each\n"
+            "    got = files.read_many([(i, 3, 5) for i in range(lo, lo + 100)])\n"
+            "    assert got == [bytes([i % 256]) * 2 for i in range(lo, lo + 100)]\n"
+            "print(maps_kept(), len(files._maps))\n"
+        )
+        if soft > resource.getrlimit(resource.RLIMIT_NOFILE)[1]:
+            continue  # the hard limit of this machine is lower: nothing to check
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                             cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == [str(min(soft // 4, 4096)), str(kept)]
