@@ -120,3 +120,45 @@ def test_the_maps_kept_follow_the_descriptor_limit(tmp_path: str) -> None:
                              cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == [str(min(soft // 4, 4096)), str(kept)]
+
+
+def test_one_batch_over_more_shards_than_descriptors_reads_in_groups(tmp_path: str) -> None:
+    # Under `ulimit -n 128` (32 maps kept), one batch touches all 300 shards: it is read in
+    # groups of 32 shards (a batch holds its maps until it ends: at once they would not fit),
+    # in key order, for ShardFiles, TFRecord and WebDataset alike
+    script = (
+        "import io, os, resource, tarfile\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+        "import numpy as np\n"
+        "import thresher as th\n"
+        "from thresher.sources.formats.shard_files import ShardFiles, maps_kept\n"
+        "from thresher.sources.formats.shards import list_shards\n"
+        "from thresher.sources.formats.tfrecord.framing import frame_record\n"
+        f"root = {str(tmp_path)!r}\n"
+        "raw, rec, tars = [], [], []\n"
+        "for i in range(300):\n"
+        "    raw.append(os.path.join(root, f'r{i:03d}.bin'))\n"
+        "    open(raw[-1], 'wb').write(bytes([i % 256]) * 50)\n"
+        "    rec.append(os.path.join(root, f'data.tfrecord-{i:05d}-of-00300'))\n"
+        "    open(rec[-1], 'wb').write(frame_record(b'a%d' % i) + frame_record(b'b%d' % i))\n"
+        "    tars.append(os.path.join(root, f's{i:03d}.tar'))\n"
+        "    with tarfile.open(tars[-1], 'w') as tar:\n"
+        "        for j in range(2):\n"
+        "            data = b'%d-%d' % (i, j)\n"
+        "            info = tarfile.TarInfo(f'k{i}_{j}.txt'); info.size = len(data)\n"
+        "            tar.addfile(info, io.BytesIO(data))\n"
+        "assert maps_kept() == 32\n"
+        "files = ShardFiles(list_shards(raw))\n"
+        "order = np.random.default_rng(0).permutation(300).tolist()\n"
+        "assert files.read_many([(i, 3, 5) for i in order]) == [bytes([i % 256]) * 2 for i in order]\n"
+        "src = th.sources.TFRecordSource(os.path.join(root, 'data.tfrecord-{00000..00299}-of-00300'))\n"
+        "keys = np.random.default_rng(1).permutation(600)\n"
+        "assert src.__getitems__(keys) == [(b'a' if k % 2 == 0 else b'b') + str(k // 2).encode() for k in keys]\n"
+        "wds = th.sources.WebDatasetSource(tars)\n"
+        "got = wds.__getitems__(keys)\n"
+        "assert [g['txt'] for g in got] == [b'%d-%d' % (k // 2, k % 2) for k in keys], got[:3]\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
+    assert out.stdout.strip() == "ok", out.stderr[-3000:]

@@ -33,16 +33,20 @@ import io
 import mmap
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any
+from typing import IO, Any, TypeVar
+
+import numpy as np
 
 from thresher.errors import CorruptSourceError, SourceError
 from thresher.sources.formats.shards import Shard
 from thresher.sources.remote.fs import describe_error, filesystem, is_url
 from thresher.sources.remote.lean import LeanClient, client_for
 
-__all__ = ["MAX_MAPS_KEPT", "ShardFiles", "maps_kept"]
+__all__ = ["MAX_MAPS_KEPT", "ShardFiles", "in_shard_groups", "maps_kept"]
+
+T = TypeVar("T")
 
 _TIMEOUT_S = 60.0  # a range request that gets no answer in this time fails (RemoteReadOptions' default)
 _READS_IN_FLIGHT = 16
@@ -72,6 +76,32 @@ def maps_kept() -> int:
     if soft == resource.RLIM_INFINITY:
         return MAX_MAPS_KEPT
     return min(MAX_MAPS_KEPT, max(16, soft // 4))
+
+
+def in_shard_groups(keys: np.ndarray, shards: np.ndarray, read: Callable[[Any], list[T]]) -> list[T] | None:
+    """``read(keys)`` a group of keys at a time when the keys' ``shards`` (one per key) number more
+    than :func:`maps_kept`, in key order; None when they fit (the caller reads them at once).
+
+    A batch holds the maps of all its shards until it ends: a batch over more shards than the
+    descriptor limit allows would fail to map the last ones, so it is read in groups of at most
+    ``maps_kept()`` shards, each group's maps let go before the next.
+
+    Example:
+        >>> import numpy as np
+        >>> in_shard_groups(np.arange(3), np.array([0, 1, 0]), lambda k: [int(x) for x in k]) is None
+        True
+    """
+    most = maps_kept()
+    distinct, group_of = np.unique(shards, return_inverse=True)
+    if len(distinct) <= most:
+        return None
+    group_of = group_of.reshape(-1) // most  # distinct shards in order: blocks of `most` of them
+    order = np.argsort(group_of, kind="stable")
+    out: list[Any] = [None] * len(keys)
+    for group in np.split(order, np.flatnonzero(np.diff(group_of[order])) + 1):
+        for i, value in zip(group.tolist(), read(keys[group]), strict=True):
+            out[i] = value
+    return out
 
 
 class ShardFiles:
@@ -226,6 +256,10 @@ class ShardFiles:
                 raise describe_error(e, self.shards[ranges[0][0]].url,
                                      f"reading {len(ranges)} byte ranges") from e
         else:
+            grouped = in_shard_groups(np.arange(len(ranges)), np.array([i for i, _, _ in ranges], dtype=np.int64),
+                                      lambda k: self.read_many([ranges[j] for j in k.tolist()]))
+            if grouped is not None:
+                return grouped
             maps = self.local_buffers({i for i, _, _ in ranges})
             out = [maps[i][start:end] for i, start, end in ranges]
         for (i, start, end), data in zip(ranges, out, strict=True):

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from thresher.sources.formats.index_cache import load_or_build
-from thresher.sources.formats.shard_files import ShardFiles
+from thresher.sources.formats.shard_files import ShardFiles, in_shard_groups
 from thresher.sources.formats.shards import Shard, list_shards
 from thresher.sources.formats.tfrecord.index import INDEX_KIND, INDEX_VERSION, check_records, read_checked, scan_offsets
 from thresher.sources.protocol import check_key, check_keys, join_blocks
@@ -136,6 +136,9 @@ class TFRecordSource:
         file_list, starts, ends = files.tolist(), self._all_offsets[keys].tolist(), self._all_ends[keys].tolist()
         names = self._paths
         if not self._files.remote:  # sliced out of the files' maps: no system call per record
+            grouped = in_shard_groups(keys, files, self.__getitems__)  # more shards than maps kept
+            if grouped is not None:
+                return grouped
             return read_checked(self._files.local_buffers(set(file_list)), file_list, starts, ends, names,
                                 local.tolist())
         blobs = self._files.read_many(list(zip(file_list, starts, ends, strict=True)))

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from thresher.sources.formats.index_cache import load_or_build
-from thresher.sources.formats.shard_files import ShardFiles
+from thresher.sources.formats.shard_files import ShardFiles, in_shard_groups
 from thresher.sources.formats.shards import Shard, list_shards
 from thresher.sources.formats.webdataset.decode import DECODERS, decode_sample
 from thresher.sources.formats.webdataset.index import (
@@ -146,6 +146,9 @@ class WebDatasetSource:
         keys = check_keys(record_keys, len(self), repr(self))
         shards, local = self._locate(keys)
         if not self._files.remote:  # members sliced out of the shards' maps, each copied once
+            grouped = in_shard_groups(keys, shards, self.__getitems__)  # more shards than maps kept
+            if grouped is not None:
+                return grouped
             maps = self._files.local_buffers(set(shards.tolist()))
             return [self._sample(s, j, maps[s], 0) for s, j in zip(shards.tolist(), local.tolist(), strict=True)]
         ranges = []
