@@ -29,7 +29,8 @@ _CHILD = textwrap.dedent("""
     import os, resource, sys
     import thresher as th
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-    source = th.sources.ArrayRecordSource(sys.argv[1] + "/*.array_record", max_open=64, index=True)
+    most = None if sys.argv[2] == "default" else int(sys.argv[2])
+    source = th.sources.ArrayRecordSource(sys.argv[1] + "/*.array_record", max_open=most, index=True)
     peak = 0
     loader = th.DataLoader(source, th.IndexSampler(len(source), shuffle=True, seed=4), [bytes.decode],
                            read_options=th.ReadOptions(num_threads=8))
@@ -42,11 +43,12 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def test_more_files_than_descriptors_are_read_with_a_low_limit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("max_open", ["64", "default"])  # the default: a quarter of the limit, 64
+def test_more_files_than_descriptors_are_read_with_a_low_limit(tmp_path: Path, max_open: str) -> None:
     n = 1200  # more files than the child's limit of 256 descriptors
     _files(tmp_path, n)
     env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path)], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path), max_open], env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records, distinct, peak = map(int, proc.stdout.split())
@@ -54,6 +56,26 @@ def test_more_files_than_descriptors_are_read_with_a_low_limit(tmp_path: Path) -
     assert peak < 256
     index = json.loads((tmp_path / INDEX_NAME).read_text())
     assert len(index) == n and index["part-00007.array_record"][0] == 2
+
+
+def test_the_default_readers_kept_follow_the_descriptor_limit_and_the_files_size() -> None:
+    # a quarter of `ulimit -n` (at most 4,096), beyond 256 only as far as the files' indexes
+    # (8 bytes a record, counted at group_size 1) fit in INDEX_BUDGET
+    script = textwrap.dedent("""
+        import resource, sys
+        soft = int(sys.argv[1])
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        from thresher.sources.formats.array_record.files import default_max_open
+        print(default_max_open([200] * 1024), default_max_open([10**6] * 10), default_max_open([10**5] * 50))
+    """)
+    hard = __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[1]
+    cases = {256: "64 64 64", 1024: "256 256 256"}
+    if hard >= 20000:
+        cases[20000] = "4096 256 335"
+    for soft, expected in cases.items():
+        out = subprocess.run([sys.executable, "-c", script, str(soft)], env=dict(os.environ, PYTHONPATH=ROOT),
+                             capture_output=True, text=True, timeout=120)
+        assert out.stdout.split() == expected.split(), (soft, out.stderr[-2000:])
 
 
 def test_the_index_is_used_and_refreshed_for_changed_files(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ from typing import IO, Any, TypeVar
 import numpy as np
 
 from thresher.errors import CorruptSourceError, SourceError
+from thresher.sources.formats.descriptors import descriptor_share
 from thresher.sources.formats.shards import Shard
 from thresher.sources.remote.fs import describe_error, filesystem, is_url
 from thresher.sources.remote.lean import LeanClient, client_for
@@ -68,14 +69,7 @@ def maps_kept() -> int:
         >>> 16 <= maps_kept() <= MAX_MAPS_KEPT
         True
     """
-    try:
-        import resource
-    except ImportError:  # Windows: no descriptor limit to read
-        return 256
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    if soft == resource.RLIM_INFINITY:
-        return MAX_MAPS_KEPT
-    return min(MAX_MAPS_KEPT, max(16, soft // 4))
+    return descriptor_share(MAX_MAPS_KEPT)
 
 
 def in_shard_groups(keys: np.ndarray, shards: np.ndarray, read: Callable[[Any], list[T]]) -> list[T] | None:

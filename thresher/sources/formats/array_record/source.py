@@ -25,7 +25,7 @@ import numpy as np
 
 from thresher._validate import user_path
 from thresher.errors import ConfigError, CorruptSourceError, SourceError, SourceNotFoundError
-from thresher.sources.formats.array_record.files import DEFAULT_MAX_OPEN, ReaderCache, open_reader, record_counts
+from thresher.sources.formats.array_record.files import ReaderCache, default_max_open, open_reader, record_counts
 from thresher.sources.protocol import check_key, check_keys
 from thresher.sources.remote.fs import RemoteObject, expand, is_url, local_path
 from thresher.sources.remote.options import RemoteReadOptions
@@ -111,7 +111,9 @@ class ArrayRecordSource:
 
         index: keep the files' record counts in a small JSON file next to them
             (see ``array_record_files``), so the next source over them opens fast.
-        max_open: readers kept open per process (least recently used closed first).
+        max_open: readers kept open per process (least recently used closed first); by
+            default a quarter of the descriptor limit (``ulimit -n``), at most 4,096, fewer for
+            files of many records (their indexes; see ``files.default_max_open``).
 
     Each file is opened once here to learn its length (on threads), then closed;
     readers are reopened lazily on first read in each process.
@@ -136,7 +138,7 @@ class ArrayRecordSource:
     def __init__(self, paths: PathLike | Sequence[PathLike], *,
                  storage_options: Mapping[str, Any] | None = None, reader: str = "auto",
                  read_options: RemoteReadOptions | None = None, index: bool = False,
-                 max_open: int = DEFAULT_MAX_OPEN) -> None:
+                 max_open: int | None = None) -> None:
         if reader not in ("auto", "native", "ranges"):
             raise ConfigError(f"reader must be 'auto', 'native' or 'ranges', got {reader!r}")
         items = _items(paths)
@@ -167,7 +169,8 @@ class ArrayRecordSource:
         self._readers = self._reader_cache()
 
     def _reader_cache(self) -> ReaderCache:
-        return ReaderCache(lambda i: open_reader(self._paths[i]), self._max_open, lambda r: r.close())
+        most = self._max_open if self._max_open is not None else default_max_open(self._lengths)
+        return ReaderCache(lambda i: open_reader(self._paths[i]), most, lambda r: r.close())
 
     @property
     def paths(self) -> list[str]:
