@@ -89,3 +89,31 @@ def test_missing_paths_and_columns(tmp_path: Any) -> None:
     path = _write(str(tmp_path / "ok.parquet"))
     with pytest.raises(ConfigError, match=r"columns \['nope'\] are not in"):
         th.sources.ParquetSource(path, columns=["nope"])
+
+
+def test_more_local_files_than_descriptors_are_read(tmp_path: Any) -> None:
+    # each open Parquet file holds a descriptor: a source keeps a quarter of `ulimit -n` open
+    # (32 under 128) and lets the least recently used go; 300 files are read in a shuffle
+    # (before: "Too many open files" after about 60 files here, reported as a corrupt file)
+    import subprocess
+    import sys
+
+    for i in range(300):
+        pq.write_table(pa.table({"x": list(range(i * 3, i * 3 + 3))}), str(tmp_path / f"p{i:03d}.parquet"))
+    script = (
+        "import os, resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+        "import numpy as np\n"
+        "import thresher as th\n"
+        f"src = th.sources.ParquetSource({str(tmp_path / '*.parquet')!r})\n"
+        "keys = np.random.default_rng(0).permutation(len(src))\n"
+        "for _ in range(2):\n"
+        "    got = [int(r['x']) for i in range(0, len(keys), 64) for r in src.__getitems__(keys[i:i + 64])]\n"
+        "    assert got == keys.tolist()\n"
+        "print(len(src), len(src._process()['files']))\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=root))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["900", "32"]

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from thresher.errors import CorruptSourceError, SourceError, SourceNotFoundError
+from thresher.sources.formats.descriptors import descriptor_share
 from thresher.sources.formats.parquet.arrow import pyarrow, pyarrow_parquet
 from thresher.sources.formats.parquet.convert import (
     check_type,
@@ -147,7 +149,7 @@ class ParquetSource:
     def _process(self) -> dict[str, Any]:
         local = self._local
         if local is None or local["pid"] != os.getpid():
-            local = self._local = {"pid": os.getpid(), "files": {}, "lock": threading.Lock(),
+            local = self._local = {"pid": os.getpid(), "files": OrderedDict(), "lock": threading.Lock(),
                                    "file_locks": {}, "footers": {}, "clients": {},
                                    "cache": None, "stats": RangeStats(), "handles": {},
                                    "gather_lock": threading.Lock(),
@@ -174,18 +176,27 @@ class ParquetSource:
                                              pre_buffer=True)
 
     def _file(self, f: int) -> tuple[Any, threading.Lock]:
+        """The open ParquetFile of local file ``f`` and its lock. At most ``descriptor_share()``
+        stay open (each holds a descriptor), the least recently used let go first: it closes
+        when the last read using it ends."""
         local = self._process()
+        files = local["files"]
         with local["lock"]:
-            pf = local["files"].get(f)
+            pf = files.get(f)
             if pf is not None:
+                files.move_to_end(f)
                 return pf, local["file_locks"][f]
         self._check_unchanged(f, None)
         pf = open_file(self._objects[f], self._opener, local["footers"].pop(f, None))
         with local["lock"]:
-            if f not in local["files"]:
-                local["files"][f] = pf
+            if f not in files:
+                files[f] = pf
                 local["file_locks"][f] = threading.Lock()
-            return local["files"][f], local["file_locks"][f]
+                most = descriptor_share()
+                while len(files) > most:
+                    old, _ = files.popitem(last=False)
+                    del local["file_locks"][old]
+            return files[f], local["file_locks"][f]
 
     @contextmanager
     def _handle(self, f: int) -> Iterator[Any]:
@@ -450,5 +461,9 @@ def open_file(obj: RemoteObject, opener: Any, metadata: Any) -> Any:
     except SourceError:
         raise
     except (pa.ArrowException, OSError, ValueError) as e:
+        if "Too many open files" in str(e):  # EMFILE (pyarrow's own error carries the text)
+            raise SourceError(f"{obj.url!r} cannot be opened: this process has too many files open "
+                              f"({type(e).__name__}: {e}); raise the limit (ulimit -n) or close other "
+                              "files") from e
         raise CorruptSourceError(f"{obj.url!r} can no longer be opened as a Parquet file "
                                  f"({type(e).__name__}: {e}); it changed or is corrupt") from e
