@@ -119,3 +119,35 @@ def dir_files(path: str) -> dict[str, bytes]:
         with open(os.path.join(path, name), "rb") as f:
             out[name] = f.read()
     return out
+
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_script(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``script`` run in a fresh interpreter (``python -c``) with this checkout importable: for
+    what must not touch the test process (a lowered descriptor limit, a crash)."""
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, PYTHONPATH=REPO_ROOT))
+
+
+def without_descriptors(setup: str, steps: list[str]) -> list[str]:
+    """Runs ``setup`` in a fresh interpreter, lowers its descriptor limit to 3 (none left to
+    open a file) and evaluates each expression of ``steps``: for each one that raises a
+    SourceError, the words ``SourceError``, whether its message says the process has too many
+    files open, and whether it names ``ulimit -n``. Fails the test if the script does."""
+    script = (
+        "import resource\n"
+        "import thresher as th\n"
+        "from thresher.errors import SourceError\n"
+        f"{setup}\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (3, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+        f"for step in [{', '.join(f'lambda: {s}' for s in steps)}]:\n"
+        "    try:\n"
+        "        step()\n"
+        "    except SourceError as e:\n"
+        "        print(type(e).__name__, 'too many files open' in str(e), 'ulimit -n' in str(e))\n"
+    )
+    out = run_script(script)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.split()

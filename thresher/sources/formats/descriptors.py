@@ -13,7 +13,11 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["LEAST", "MOST", "descriptor_share"]
+import errno
+
+from thresher.errors import SourceError
+
+__all__ = ["LEAST", "MOST", "descriptor_share", "no_descriptor_error", "out_of_descriptors"]
 
 MOST = 4096
 LEAST = 16
@@ -30,3 +34,29 @@ def descriptor_share(most: int = MOST) -> int:
     if soft == resource.RLIM_INFINITY:
         return most
     return min(most, max(LEAST, soft // 4))
+
+
+def out_of_descriptors(error: BaseException) -> bool:
+    """Whether ``error`` says the process (or the system) has no descriptor left to open a file.
+
+    pyarrow raises its own errors with the system's text, so the text counts too.
+
+    Example:
+        >>> out_of_descriptors(OSError(24, "Too many open files")), out_of_descriptors(ValueError("bad"))
+        (True, False)
+    """
+    if isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE):
+        return True
+    return "Too many open files" in str(error)
+
+
+def no_descriptor_error(path: str, error: BaseException) -> SourceError:
+    """The error for ``path``, which could not be opened for want of a descriptor: it says so
+    and what to do (never that the file is corrupt).
+
+    Example:
+        >>> str(no_descriptor_error("a.parquet", OSError(24, "Too many open files"))).split(":")[0]
+        "'a.parquet' cannot be opened"
+    """
+    return SourceError(f"{path!r} cannot be opened: this process has too many files open "
+                       f"({type(error).__name__}: {error}); raise the limit (ulimit -n) or close other files")

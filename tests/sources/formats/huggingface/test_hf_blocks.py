@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import thresher as th
+from tests.helpers import without_descriptors
 from tests.sources.formats.parquet.expected import plain
 
 datasets.disable_progress_bars()
@@ -103,3 +104,15 @@ def test_the_fingerprint_names_files_columns_views_and_contents(tmp_path: Any) -
     os.utime(shard, ns=(st_.st_atime_ns, st_.st_mtime_ns + 10**9))  # the file rewritten, as far as stat says
     assert a.fingerprint == before  # a source names the files it opened
     assert th.sources.HuggingFaceSource(path).fingerprint != before
+
+
+def test_running_out_of_descriptors_is_said_not_called_corruption(tmp_path: Any) -> None:
+    # a save_to_disk directory opened with no descriptor left is a SourceError that says so
+    # (its state.json was a raw OSError, and an Arrow file "not a readable Arrow file ... corrupt")
+    import glob
+    datasets.Dataset.from_dict({"x": list(range(400))}).save_to_disk(str(tmp_path / "d"), num_shards=4)
+    arrow = sorted(glob.glob(str(tmp_path / "d" / "*.arrow")))[0]
+    setup = ("from thresher.sources.formats.huggingface.source import _open_arrow\n"
+             f"th.sources.HuggingFaceSource({str(tmp_path / 'd')!r})[0]  # every module imported first")
+    steps = [f"th.sources.HuggingFaceSource({str(tmp_path / 'd')!r})", f"_open_arrow({arrow!r})"]
+    assert without_descriptors(setup, steps) == ["SourceError", "True", "True"] * 2

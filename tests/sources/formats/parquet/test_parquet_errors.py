@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import thresher as th
+from tests.helpers import run_script, without_descriptors
 from thresher.errors import ConfigError, CorruptSourceError, SourceNotFoundError
 
 
@@ -95,9 +96,6 @@ def test_more_local_files_than_descriptors_are_read(tmp_path: Any) -> None:
     # each open Parquet file holds a descriptor: a source keeps a quarter of `ulimit -n` open
     # (32 under 128) and lets the least recently used go; 300 files are read in a shuffle
     # (before: "Too many open files" after about 60 files here, reported as a corrupt file)
-    import subprocess
-    import sys
-
     for i in range(300):
         pq.write_table(pa.table({"x": list(range(i * 3, i * 3 + 3))}), str(tmp_path / f"p{i:03d}.parquet"))
     script = (
@@ -112,8 +110,16 @@ def test_more_local_files_than_descriptors_are_read(tmp_path: Any) -> None:
         "    assert got == keys.tolist()\n"
         "print(len(src), len(src._process()['files']))\n"
     )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, PYTHONPATH=root))
+    out = run_script(script)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["900", "32"]
+
+
+def test_running_out_of_descriptors_is_said_not_called_corruption(tmp_path: Any) -> None:
+    # with no descriptor left, opening a source (its footers) and reading a file not open yet
+    # are SourceErrors that say so; both called the file corrupt before
+    path = _write(str(tmp_path / "a.parquet"))
+    setup = (f"th.sources.ParquetSource({path!r})[0]  # every module imported first\n"
+             f"unread = th.sources.ParquetSource({path!r})")
+    steps = [f"th.sources.ParquetSource({path!r})", "unread[1]"]
+    assert without_descriptors(setup, steps) == ["SourceError", "True", "True"] * 2

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from thresher.errors import ConfigTypeError, CorruptSourceError, SourceNotFoundError
+from thresher.errors import ConfigTypeError, CorruptSourceError, SourceError, SourceNotFoundError
+from thresher.sources.formats.descriptors import no_descriptor_error, out_of_descriptors
 from thresher.sources.formats.huggingface.media import features_from_schema, media_columns, media_value
 from thresher.sources.formats.parquet.arrow import pyarrow
 from thresher.sources.formats.parquet.convert import check_type, column_values
@@ -35,6 +36,13 @@ from thresher.sources.protocol import check_key, check_keys, join_blocks
 __all__ = ["HuggingFaceSource"]
 
 _WHAT = "HuggingFaceSource"
+
+
+def _unreadable(path: str, e: BaseException) -> SourceError:
+    """The error for a file that exists but cannot be opened (never called corrupt)."""
+    if out_of_descriptors(e):
+        return no_descriptor_error(path, e)
+    return SourceError(f"{path!r} cannot be read ({type(e).__name__}: {e})")
 
 
 def _open_arrow(path: str) -> Any:
@@ -49,6 +57,8 @@ def _open_arrow(path: str) -> Any:
         except pa.ArrowInvalid:
             return pa.ipc.open_file(pa.memory_map(path)).read_all()
     except (pa.ArrowException, OSError) as e:
+        if out_of_descriptors(e):
+            raise _unreadable(path, e) from e
         raise CorruptSourceError(f"{path!r} is not a readable Arrow file ({type(e).__name__}: {e}); it is "
                                  "another format, truncated or corrupt") from e
 
@@ -96,6 +106,8 @@ def _directory_parts(path: str) -> tuple[Any, list[str], dict[str, Any] | None]:
         names = [d["filename"] for d in state["_data_files"]]
     except (ValueError, KeyError, TypeError) as e:
         raise CorruptSourceError(f"{state_path!r} is not a datasets state file: {e}") from e
+    except OSError as e:  # it exists, but cannot be read: permissions, no descriptor left
+        raise _unreadable(state_path, e) from e
     files = []
     for name in names:
         full = os.path.normpath(os.path.join(path, name))

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from thresher.errors import ConfigError, CorruptSourceError, SourceError, SourceNotFoundError
+from thresher.sources.formats.descriptors import no_descriptor_error, out_of_descriptors
 from thresher.sources.formats.parquet.arrow import pyarrow, pyarrow_parquet
 from thresher.sources.remote.fs import RemoteObject, expand, is_url, local_path
 
@@ -102,6 +103,8 @@ def read_layout(obj: RemoteObject, opener: Callable[..., Any]) -> FileLayout:
     except (pa.ArrowException, OSError, ValueError) as e:
         if not is_url(obj.url) and not os.path.exists(obj.url):
             raise SourceNotFoundError(f"Parquet file {obj.url!r} disappeared before it was opened") from e
+        if out_of_descriptors(e):
+            raise no_descriptor_error(obj.url, e) from e
         raise CorruptSourceError(
             f"{obj.url!r} ({obj.size} bytes) is not a readable Parquet file: its footer could not be "
             f"read ({type(e).__name__}: {e}). It is another format, truncated or corrupt; rewrite it "

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from thresher.errors import CorruptSourceError, SourceError, SourceNotFoundError
-from thresher.sources.formats.descriptors import descriptor_share
+from thresher.sources.formats.descriptors import descriptor_share, no_descriptor_error, out_of_descriptors
 from thresher.sources.formats.parquet.arrow import pyarrow, pyarrow_parquet
 from thresher.sources.formats.parquet.convert import (
     check_type,
@@ -461,9 +461,7 @@ def open_file(obj: RemoteObject, opener: Any, metadata: Any) -> Any:
     except SourceError:
         raise
     except (pa.ArrowException, OSError, ValueError) as e:
-        if "Too many open files" in str(e):  # EMFILE (pyarrow's own error carries the text)
-            raise SourceError(f"{obj.url!r} cannot be opened: this process has too many files open "
-                              f"({type(e).__name__}: {e}); raise the limit (ulimit -n) or close other "
-                              "files") from e
+        if out_of_descriptors(e):
+            raise no_descriptor_error(obj.url, e) from e
         raise CorruptSourceError(f"{obj.url!r} can no longer be opened as a Parquet file "
                                  f"({type(e).__name__}: {e}); it changed or is corrupt") from e
