@@ -40,7 +40,7 @@ from typing import IO, Any, TypeVar
 import numpy as np
 
 from thresher.errors import CorruptSourceError, SourceError
-from thresher.sources.formats.descriptors import descriptor_share
+from thresher.sources.formats.descriptors import descriptor_share, no_descriptor_error, out_of_descriptors
 from thresher.sources.formats.shards import Shard
 from thresher.sources.remote.fs import describe_error, filesystem, is_url
 from thresher.sources.remote.lean import LeanClient, client_for
@@ -212,6 +212,8 @@ class ShardFiles:
         try:
             fd = os.open(url, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         except OSError as e:
+            if out_of_descriptors(e):
+                raise no_descriptor_error(url, e) from None
             raise SourceError(f"shard {url!r} cannot be opened: {e}") from None
         try:
             st = os.fstat(fd)

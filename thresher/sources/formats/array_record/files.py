@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from thresher.errors import CorruptSourceError, SourceNotFoundError
+from thresher.errors import CorruptSourceError, SourceError, SourceNotFoundError
 
 __all__ = ["DEFAULT_MAX_OPEN", "INDEX_BUDGET", "INDEX_NAME", "ReaderCache", "default_max_open", "record_counts"]
 
@@ -59,6 +59,20 @@ def _reader_class() -> Any:
     return array_record_module.ArrayRecordReader
 
 
+def _check_openable(path: str) -> None:
+    """Raises the error that says why ``path`` cannot be opened at all (no descriptor left, no
+    permission), where array_record's reader only says it failed: never "corrupt" for that."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        from thresher.sources.formats.descriptors import no_descriptor_error, out_of_descriptors
+
+        if out_of_descriptors(e):
+            raise no_descriptor_error(path, e) from e
+        raise SourceError(f"ArrayRecord file {path!r} cannot be opened: {e}") from e
+    os.close(fd)
+
+
 def open_reader(path: str) -> Any:
     """array_record's reader of the local file ``path``, with thresher's errors if it is missing or unreadable."""
     if not os.path.isfile(path):
@@ -66,8 +80,10 @@ def open_reader(path: str) -> Any:
     try:
         reader = _reader_class()(path, _READER_OPTIONS)
     except Exception as e:  # array_record raises RuntimeError/ValueError with Riegeli text
+        _check_openable(path)
         raise CorruptSourceError(f"cannot open {path!r} as an ArrayRecord file: {e}") from e
     if not reader.ok():
+        _check_openable(path)
         size = os.path.getsize(path)
         raise CorruptSourceError(
             f"{path!r} ({size} bytes) is not a readable ArrayRecord file: it is another format, "

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from thresher.errors import SourceError, SourceNotFoundError
+from thresher.sources.formats.descriptors import no_descriptor_error, out_of_descriptors
 from thresher.sources.formats.image_folder.decode import check_signature, decode_image
 from thresher.sources.formats.image_folder.listing_cache import load_listing, save_listing
 from thresher.sources.formats.image_folder.scan import IMG_EXTENSIONS, scan_folder
@@ -145,6 +146,8 @@ class ImageFolderSource:
             raise SourceNotFoundError(f"image file {path!r} (key {k}) no longer exists; the folder "
                                       "changed after the source was made") from None
         except OSError as e:
+            if out_of_descriptors(e):
+                raise no_descriptor_error(path, e) from None
             raise SourceError(f"image file {path!r} (key {k}) cannot be read: {e}") from None
         check_signature(data, path)
         record: dict[str, Any] = {"image": data, "label": int(self._labels[k]), "path": path}
