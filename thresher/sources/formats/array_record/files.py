@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from thresher.errors import CorruptSourceError, SourceError, SourceNotFoundError
+from thresher.sources.formats.descriptors import descriptor_share, no_descriptor_error, out_of_descriptors
 
 __all__ = ["DEFAULT_MAX_OPEN", "INDEX_BUDGET", "INDEX_NAME", "ReaderCache", "default_max_open", "record_counts"]
 
@@ -65,8 +66,6 @@ def _check_openable(path: str) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as e:
-        from thresher.sources.formats.descriptors import no_descriptor_error, out_of_descriptors
-
         if out_of_descriptors(e):
             raise no_descriptor_error(path, e) from e
         raise SourceError(f"ArrayRecord file {path!r} cannot be opened: {e}") from e
@@ -108,8 +107,6 @@ def default_max_open(records_per_file: Sequence[int]) -> int:
         >>> 16 <= default_max_open([200] * 1024) <= 4096
         True
     """
-    from thresher.sources.formats.descriptors import descriptor_share
-
     mean = max(1, sum(records_per_file) // max(1, len(records_per_file)))
     return min(descriptor_share(), max(DEFAULT_MAX_OPEN, INDEX_BUDGET // (8 * mean)))
 

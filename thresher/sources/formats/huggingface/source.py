@@ -58,7 +58,7 @@ def _open_arrow(path: str) -> Any:
             return pa.ipc.open_file(pa.memory_map(path)).read_all()
     except (pa.ArrowException, OSError) as e:
         if out_of_descriptors(e):
-            raise _unreadable(path, e) from e
+            raise no_descriptor_error(path, e) from e
         raise CorruptSourceError(f"{path!r} is not a readable Arrow file ({type(e).__name__}: {e}); it is "
                                  "another format, truncated or corrupt") from e
 
