@@ -114,14 +114,15 @@ def test_group_size_one_files_read_the_same_through_the_range_reader(tmp_path: A
     assert reader.read([(0, k) for k in keys]) == [records[k] for k in keys]
 
 
-def _chunk(sizes: bytes, values: bytes, decoded_size: int, at: int = 1000) -> tuple[bytes, int, int]:
+def _chunk(sizes: bytes, values: bytes, decoded_size: int, at: int = 1000,
+           compression: int = 0) -> tuple[bytes, int, int]:
     """An uncompressed simple chunk of one record with the given sizes buffer and values, and
     valid hashes (what a faulty writer could produce), at position ``at`` of a buffer."""
     import struct
 
     from thresher.sources.remote.highway import highway_hash64
 
-    data = bytes([0, len(sizes)]) + sizes + values
+    data = bytes([compression, len(sizes)]) + sizes + values
     fields = struct.pack("<QQQ", len(data), highway_hash64(data), 0x72 | (1 << 8)) + struct.pack("<Q", decoded_size)
     header = struct.pack("<Q", highway_hash64(fields)) + fields
     buf = bytes(at) + header + data
@@ -142,3 +143,19 @@ def test_a_chunk_whose_sizes_disagree_is_left_to_the_general_path(sizes: bytes, 
     assert small_chunk_records(buf, 0, begin, end) is None
     good, begin, end = _chunk(b"\x03", b"abc", 3)
     assert small_chunk_records(good, 0, begin, end) == ([0, 3], b"abc", 1) == _general(good, begin, end, True)
+
+
+def test_a_zstd_frame_that_does_not_decode_is_left_to_the_general_path() -> None:
+    # valid hashes (a faulty writer), zstd chunks whose frames are not zstd: the general path's
+    # FormatError, never zstandard's own error out of the short path
+    import zstandard
+
+    good_sizes = b"\x01" + zstandard.ZstdCompressor().compress(b"\x03")
+    good_values = b"\x03" + zstandard.ZstdCompressor().compress(b"abc")
+    for sizes, values in [(b"\x01garbage", good_values), (good_sizes, b"\x03garbage"),
+                          (good_sizes, b"\x05" + good_values[1:])]:
+        buf, begin, end = _chunk(sizes, values, 3, compression=0x7A)
+        assert _general(buf, begin, end, True) is FormatError
+        assert small_chunk_records(buf, 0, begin, end) is None
+    buf, begin, end = _chunk(good_sizes, good_values, 3, compression=0x7A)
+    assert small_chunk_records(buf, 0, begin, end) == ([0, 3], b"abc", 1) == _general(buf, begin, end, True)
