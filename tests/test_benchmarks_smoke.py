@@ -141,3 +141,14 @@ def test_end_to_end_tiny_run_writes_table_json_and_chart(tmp_path: "os.PathLike[
     text = report.render(results)
     assert "W5" in text and "Ratios" in text
     assert os.path.getsize(os.path.join(out, "results_tiny.png")) > 1000
+
+
+def test_many_shards_benchmark_runs_tiny(tmp_path: "os.PathLike[str]", capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import many_shards
+    from thresher.sources.formats import shard_files
+
+    many_shards.main(["--files", "12", "--records", "5", "--keys", "60", "--batch", "16", "--repeats", "1",
+                      "--dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "TFRecord, maps kept: 256" in out and "ArrayRecord, max_open=256" in out
+    assert shard_files.MAX_MAPS_KEPT == 4096  # the benchmark puts the cap back
