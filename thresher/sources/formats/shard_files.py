@@ -62,8 +62,8 @@ def maps_kept() -> int:
     Python's mmap holds a descriptor for each), at least 16 and at most ``MAX_MAPS_KEPT``.
 
     A shuffle over more shards than that maps most shards again for every batch (an open, a
-    stat and a map each): with 1,024 TFRecord shards, keeping them all read 3.5-4x as fast
-    as keeping 256. Raise ``ulimit -n`` for sources of many shards.
+    stat and a map each): with 1,024 TFRecord shards, keeping them all read 2.2-2.4x as fast
+    as keeping 256 (``benchmarks.many_shards``). Raise ``ulimit -n`` for sources of many shards.
 
     Example:
         >>> 16 <= maps_kept() <= MAX_MAPS_KEPT
