@@ -86,6 +86,8 @@ def in_shard_groups(keys: np.ndarray, shards: np.ndarray, read: Callable[[Any], 
         True
     """
     most = maps_kept()
+    if len(shards) <= most:  # no more shards than keys: the usual batch costs no np.unique
+        return None
     distinct, group_of = np.unique(shards, return_inverse=True)
     if len(distinct) <= most:
         return None
