@@ -127,9 +127,9 @@ def _counted(server: RangeServer, url: str, split: str, block: int, window: int,
                            read_options=th.ReadOptions(num_threads=2))
     got = list(loader)
     stats = server.stats()
-    misses = src._reader._ranges._process()["cache"].misses
+    fetched = src._reader._ranges.chunks_fetched
     expected = [decode(src[k]) for k in sampler.keys(np.arange(len(src))).tolist()]
-    return got, expected, misses, stats, len(shuffle.boundaries)
+    return got, expected, fetched, stats, len(shuffle.boundaries)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -137,10 +137,10 @@ def test_prepared_from_a_bucket_fetches_each_chunk_once_per_epoch(prepared: str,
     root = os.path.dirname(os.path.dirname(prepared))
     with RangeServer(root) as server:
         for split in ("train", "train[64:]+train[:64]"):
-            got, expected, misses, stats, blocks = _counted(server, "s3://ds/toy", split, 16, 4, workers, 300,
+            got, expected, fetched, stats, blocks = _counted(server, "s3://ds/toy", split, 16, 4, workers, 300,
                                                            lambda r: int(r["x"]))
             assert got == expected
-            assert misses == N // GROUP  # every chunk once
+            assert fetched == N // GROUP  # every chunk once
             assert stats["requests"] <= blocks + 2, stats  # one request per block (+ a piece's split block)
 
 
@@ -148,8 +148,8 @@ def test_prepared_from_a_bucket_fetches_each_chunk_once_per_epoch(prepared: str,
 def test_tfds_from_a_bucket_fetches_each_record_once_per_epoch(tmp_path: Any, workers: int) -> None:
     shutil.copytree(os.path.join(TFDS, "images", "2.0.1"), str(tmp_path / "tfds" / "images" / "2.0.1"))
     with RangeServer(str(tmp_path)) as server:
-        got, expected, misses, stats, blocks = _counted(server, "s3://tfds/images/2.0.1", "train", 4, 2, workers,
+        got, expected, fetched, stats, blocks = _counted(server, "s3://tfds/images/2.0.1", "train", 4, 2, workers,
                                                        1000, lambda r: int(r["label"]))
         assert got == expected
-        assert misses == 48  # group_size 1: each record is a chunk, fetched once
+        assert fetched == 48  # group_size 1: each record is a chunk, fetched once
         assert stats["requests"] <= blocks, stats  # one request per block

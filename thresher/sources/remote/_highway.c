@@ -8,6 +8,10 @@
  * or, in a source checkout, on first use (highway.py); the GIL is released while it hashes.
  *
  *   hash64(buffer, k0, k1, k2, k3) -> int
+ *   small_chunks(buffer, base, begins, limits, verify) -> list (per chunk: bytes, a tuple or None)
+ *
+ * small_chunks checks many chunks of one record each (a block of a group_size-1 file) in one
+ * call, as format.small_chunk_records does one: see that function for what each field is.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -133,7 +137,197 @@ static PyObject *py_hash64(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLongLong(out);
 }
 
+/* Riegeli's key: the bytes of "Riegeli/records\n", twice. */
+static const uint64_t RIEGELI[4] = {0x2f696c6567656952ULL, 0x0a7364726f636572ULL,
+                                    0x2f696c6567656952ULL, 0x0a7364726f636572ULL};
+#define BLOCK 65536
+#define USABLE (65536 - 24)
+
+static int64_t add_with_overhead(int64_t pos, int64_t size) {
+    int64_t blocks = (size + (pos + USABLE - 1) % BLOCK) / USABLE;
+    return pos + size + blocks * 24;
+}
+
+static int64_t round_up_to_chunk_boundary(int64_t pos) {
+    int64_t remaining = (BLOCK - pos % BLOCK) % BLOCK;
+    int64_t extra = remaining - (USABLE - 1);
+    return pos + (extra > 0 ? extra : 0);
+}
+
+/* The varint at p[*pos:size] into *value (1) or 0 if it runs past size or 10 bytes. */
+static int varint(const unsigned char *p, int64_t size, int64_t *pos, uint64_t *value) {
+    uint64_t v = 0;
+    for (int shift = 0; shift <= 63 && *pos < size; shift += 7) {
+        unsigned char byte = p[(*pos)++];
+        v |= (uint64_t)(byte & 0x7f) << shift;
+        if (byte < 0x80) {
+            *value = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A zstd frame p[0:n] made only of raw and RLE blocks (no dictionary, no checksum), whose
+ * content is expect bytes: 1 (its content copied to dst unless dst is NULL), else 0 (a
+ * compressed block or anything else: zstandard decides). Incompressible records (JPEG, audio,
+ * random bytes) are stored so; their "decompression" is a copy. */
+static int raw_frame(const unsigned char *p, int64_t n, int64_t expect, unsigned char *dst) {
+    if (n < 5 || p[0] != 0x28 || p[1] != 0xb5 || p[2] != 0x2f || p[3] != 0xfd) return 0;
+    unsigned fhd = p[4];
+    int64_t pos = 5;
+    int fcs_flag = fhd >> 6, single = (fhd >> 5) & 1;
+    if (fhd & 0x0f) return 0; /* reserved bit, checksum, dictionary: left to zstandard */
+    if (!single) pos += 1;    /* the window descriptor */
+    int fcs_bytes = fcs_flag == 0 ? single : (fcs_flag == 1 ? 2 : (fcs_flag == 2 ? 4 : 8));
+    if (pos + fcs_bytes > n) return 0;
+    if (fcs_bytes) {
+        uint64_t size = 0;
+        for (int i = fcs_bytes - 1; i >= 0; --i) size = (size << 8) | p[pos + i];
+        if (fcs_bytes == 2) size += 256;
+        if (size != (uint64_t)expect) return 0;
+        pos += fcs_bytes;
+    }
+    int64_t written = 0;
+    for (;;) {
+        if (pos + 3 > n) return 0;
+        uint32_t header = (uint32_t)p[pos] | ((uint32_t)p[pos + 1] << 8) | ((uint32_t)p[pos + 2] << 16);
+        int last = header & 1, type = (header >> 1) & 3;
+        int64_t size = header >> 3;
+        pos += 3;
+        if (written + size > expect) return 0;
+        if (type == 0) { /* raw */
+            if (pos + size > n) return 0;
+            if (dst) memcpy(dst + written, p + pos, (size_t)size);
+            pos += size;
+        } else if (type == 1) { /* RLE: one byte, size times */
+            if (pos + 1 > n) return 0;
+            if (dst) memset(dst + written, p[pos], (size_t)size);
+            pos += 1;
+        } else {
+            return 0;
+        }
+        written += size;
+        if (last) break;
+    }
+    return pos == n && written == expect;
+}
+
+/* One chunk of one record in buf (the file's bytes from base), [begin, limit) of its file:
+ * out = {status, compression, sizes start, sizes end, values start, values end, sizes size,
+ * values size} (positions in buf). Status 0: the Python code must decide; 1: hashes and
+ * structure checked, zstd buffers to decompress; 2: uncompressed and every size checked; 3:
+ * as 1, and both zstd frames are stored blocks whose sizes check (the values are a copy). */
+static void small_chunk(const unsigned char *buf, int64_t len, int64_t base, int64_t begin,
+                        int64_t limit, int verify, int64_t *out) {
+    int64_t offset = begin % BLOCK, lo = begin - base;
+    memset(out, 0, 8 * sizeof(int64_t));
+    if (begin < 0 || !offset || lo < 0 || limit < begin + 40 || offset + (limit - begin) > BLOCK
+        || limit - base > len) return;
+    const unsigned char *h = buf + lo;
+    uint64_t stored = load64(h), data_size = load64(h + 8), data_hash = load64(h + 16);
+    uint64_t type_and_count = load64(h + 24), decoded = load64(h + 32);
+    if ((type_and_count & 0xff) != 0x72 || (type_and_count >> 8) != 1 || data_size < 3
+        || data_size > (uint64_t)(limit - begin - 40)) return;
+    int64_t end = add_with_overhead(begin, 40 + (int64_t)data_size);
+    int64_t boundary = round_up_to_chunk_boundary(begin + 1);
+    if ((end > boundary ? end : boundary) > limit) return;
+    if (verify && stored != hash64(h + 8, 32, RIEGELI)) return;
+    const unsigned char *data = h + 40;
+    int64_t n = (int64_t)data_size, start = lo + 40;
+    if (hash64(data, (size_t)n, RIEGELI) != data_hash) return;
+    int64_t sizes_len = data[1];
+    if (sizes_len >= 0x80 || 2 + sizes_len > n) return;
+    if (data[0] == 0x7a) { /* zstd: [varint sizes size][frame] of sizes_len, [varint values size][frame] */
+        int64_t sizes_size = data[2], pos = 2 + sizes_len;
+        uint64_t values_size;
+        if (sizes_size >= 0x80 || !sizes_size || !varint(data, n, &pos, &values_size) || !values_size
+            || values_size != decoded) return;
+        int64_t fields[8] = {1, 0x7a, start + 3, start + 2 + sizes_len, start + pos, start + n,
+                             sizes_size, (int64_t)values_size};
+        unsigned char sizes[128];
+        int64_t at = 0;
+        uint64_t size;
+        if (raw_frame(data + 3, sizes_len - 1, sizes_size, sizes) && varint(sizes, sizes_size, &at, &size)
+            && at == sizes_size && size == decoded && raw_frame(data + pos, n - pos, (int64_t)values_size, NULL))
+            fields[0] = 3; /* both frames are copies: the record is made in C */
+        memcpy(out, fields, sizeof(fields));
+    } else if (data[0] == 0) { /* uncompressed: the sizes (one varint), then the values */
+        int64_t pos = 2;
+        uint64_t size;
+        if (!varint(data, 2 + sizes_len, &pos, &size) || pos != 2 + sizes_len || size != decoded
+            || (uint64_t)(n - 2 - sizes_len) != decoded) return;
+        int64_t fields[8] = {2, 0, start + 2, start + 2 + sizes_len, start + 2 + sizes_len, start + n,
+                             sizes_len, n - 2 - sizes_len};
+        memcpy(out, fields, sizeof(fields));
+    }
+}
+
+/* small_chunks(buf, base, begins, limits, verify) -> a list, per chunk: the record (bytes) where
+ * it is checked and made here, a tuple (sizes start, sizes end, values start, values end, sizes
+ * size, values size) of zstd frames to decompress where the rest is checked, else None. */
+static PyObject *py_small_chunks(PyObject *self, PyObject *args) {
+    Py_buffer buf, begins, limits;
+    long long base;
+    int verify;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*Ly*y*p", &buf, &base, &begins, &limits, &verify)) return NULL;
+    Py_ssize_t count = begins.len / 8;
+    PyObject *result = NULL;
+    int64_t *info = NULL;
+    if (begins.len % 8 || limits.len != begins.len) {
+        PyErr_SetString(PyExc_ValueError, "begins and limits must be int64 arrays of one length");
+        goto done;
+    }
+    info = (int64_t *)PyMem_Malloc((size_t)(count ? count : 1) * 8 * sizeof(int64_t));
+    if (info == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const unsigned char *p = (const unsigned char *)buf.buf;
+    const int64_t *b = (const int64_t *)begins.buf, *l = (const int64_t *)limits.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < count; ++i) {
+        int64_t begin, limit;
+        memcpy(&begin, b + i, 8);
+        memcpy(&limit, l + i, 8);
+        small_chunk(p, buf.len, base, begin, limit, verify, info + 8 * i);
+    }
+    Py_END_ALLOW_THREADS
+    if ((result = PyList_New(count)) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < count; ++i) {
+        const int64_t *f = info + 8 * i;
+        PyObject *item;
+        if (f[0] == 2) {
+            item = PyBytes_FromStringAndSize((const char *)p + f[4], f[5] - f[4]);
+        } else if (f[0] == 3) {
+            item = PyBytes_FromStringAndSize(NULL, f[7]);
+            if (item != NULL) raw_frame(p + f[4], f[5] - f[4], f[7], (unsigned char *)PyBytes_AS_STRING(item));
+        } else if (f[0] == 1) {
+            item = Py_BuildValue("(LLLLLL)", (long long)f[2], (long long)f[3], (long long)f[4],
+                                 (long long)f[5], (long long)f[6], (long long)f[7]);
+        } else {
+            Py_INCREF(Py_None);
+            item = Py_None;
+        }
+        if (item == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, item);
+    }
+done:
+    PyMem_Free(info);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&begins);
+    PyBuffer_Release(&limits);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"small_chunks", py_small_chunks, METH_VARARGS,
+     "small_chunks(buffer, base, begins, limits, verify) -> list: per chunk of one record, its bytes, "
+     "zstd frames to decompress, or None."},
     {"hash64", py_hash64, METH_VARARGS,
      "hash64(data, k0, k1, k2, k3) -> the 64-bit HighwayHash of a bytes-like object."},
     {NULL, NULL, 0, NULL},

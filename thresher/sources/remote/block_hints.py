@@ -24,6 +24,8 @@ import collections
 import threading
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 __all__ = ["BlockHints"]
 
 
@@ -34,6 +36,10 @@ class BlockHints:
         self.max_blocks = max_blocks
         self._ranges: collections.OrderedDict[tuple[int, int, int], None] = collections.OrderedDict()
         self._lock = threading.Lock()
+        self._sorted: np.ndarray | None = None  # the ranges as rows (file, first, last), sorted; made when needed
+
+    def __bool__(self) -> bool:
+        return bool(self._ranges)
 
     def add(self, blocks: Iterable[tuple[int, int, int]]) -> None:
         """Adds blocks ``(file, first chunk, last chunk)``; the oldest are forgotten past the cap."""
@@ -43,6 +49,37 @@ class BlockHints:
                 self._ranges.move_to_end(b)
             while len(self._ranges) > self.max_blocks:
                 self._ranges.popitem(last=False)
+            self._sorted = None
+
+    def locate(self, files: np.ndarray, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The hinted block that holds each chunk (``files[i]``, ``chunks[i]``): its first and last
+        chunk; -1 for both where none does (or where blocks overlap and the one that starts last
+        before the chunk ends before it: a hint may miss, never mislead).
+
+        Example:
+            >>> hints = BlockHints()
+            >>> hints.add([(0, 4, 7)])
+            >>> [a.tolist() for a in hints.locate(np.array([0, 0, 1]), np.array([5, 8, 5]))]
+            [[4, -1, -1], [7, -1, -1]]
+        """
+        with self._lock:
+            rows = self._sorted
+            if rows is None:
+                rows = np.array(list(self._ranges) or np.zeros((0, 3)), dtype=np.int64).reshape(-1, 3)
+                rows = self._sorted = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
+        files = np.asarray(files, dtype=np.int64)
+        chunks = np.asarray(chunks, dtype=np.int64)
+        lo = np.full(files.shape, -1, dtype=np.int64)
+        hi = lo.copy()
+        if not len(rows) or not files.size:
+            return lo, hi
+        # the last block starting at or before each chunk, in its file: (file, first) pairs in order
+        at = np.searchsorted(rows[:, 0] * (1 << 40) + rows[:, 1], files * (1 << 40) + chunks, side="right") - 1
+        ok = at >= 0
+        row = rows[np.maximum(at, 0)]
+        ok &= (row[:, 0] == files) & (chunks <= row[:, 2])
+        lo[ok], hi[ok] = row[ok, 1], row[ok, 2]
+        return lo, hi
 
     def expand(self, claimed: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
         """The other chunks of the hinted blocks that hold the ``claimed`` chunks, sorted."""

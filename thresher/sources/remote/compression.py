@@ -21,7 +21,7 @@ from typing import Any
 from thresher._optional import require
 from thresher.sources.remote.varint import FormatError, read_varint
 
-__all__ = ["COMPRESSIONS", "decompress", "zstd_decompress"]
+__all__ = ["COMPRESSIONS", "decompress", "zstd_decompress", "zstd_decompressor"]
 
 NONE, BROTLI, ZSTD, SNAPPY = 0, 0x62, 0x7A, 0x73
 COMPRESSIONS = {NONE: "none", BROTLI: "brotli", ZSTD: "zstd", SNAPPY: "snappy"}
@@ -38,10 +38,16 @@ def _module(name: str) -> ModuleType:
     return module
 
 
-def _zstd(payload: bytes | memoryview, size: int) -> bytes:
+def zstd_decompressor() -> Any:
+    """This thread's ``zstandard.ZstdDecompressor`` (MissingExtraError without the library)."""
     d = getattr(_ZSTD, "d", None)
     if d is None:
         d = _ZSTD.d = _module("zstandard").ZstdDecompressor()
+    return d
+
+
+def _zstd(payload: bytes | memoryview, size: int) -> bytes:
+    d = zstd_decompressor()
     if size == 0:  # a frame without its content size: max_output_size=0 would mean "unknown"
         empty: bytes = d.decompressobj().decompress(payload)
         return empty

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from thresher.sources.remote.compression import NONE, ZSTD, decompress, zstd_decompress
-from thresher.sources.remote.highway import highway_hash64
+from thresher.sources.remote.compression import NONE, ZSTD, decompress, zstd_decompress, zstd_decompressor
+from thresher.sources.remote.highway import highway_hash64, native_module
 from thresher.sources.remote.varint import FormatError, decode_varints, read_varint
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "read_chunk",
     "simple_chunk_records",
     "small_chunk_records",
+    "small_chunks_records",
 ]
 
 BLOCK_SIZE = 1 << 16
@@ -255,6 +256,65 @@ def small_chunk_records(buf: bytes | memoryview, base: int, begin: int, limit: i
     return [0, size], values, 1
 
 
+def _varint_bytes(value: int) -> bytes:
+    """``value`` as a varint of the fewest bytes (how Riegeli writes one)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def small_chunks_records(buf: bytes, base: int, begins: np.ndarray, limits: np.ndarray,
+                         verify: bool = True) -> list[tuple[list[int], bytes] | None] | None:
+    """:func:`small_chunk_records` for many chunks of one record at once (the chunks of a block
+    of a group_size-1 file, fetched in one range request): per chunk ``(bounds, values)``, or
+    None where the general path must decide. None for all when the C module is missing.
+
+    The hashes and the structure of every chunk are checked in C in one call, without the
+    GIL; only the zstd buffers are decompressed one by one. A chunk gets a value only if it
+    passes every check :func:`small_chunk_records` makes, and the value is the same.
+
+    Example:
+        >>> import numpy as np
+        >>> small_chunks_records(b"", 0, np.zeros(0, np.int64), np.zeros(0, np.int64)) in ([], None)
+        True
+    """
+    module = native_module()
+    if module is None or not hasattr(module, "small_chunks"):  # a module built from an older source
+        return None
+    items = module.small_chunks(buf, base, np.ascontiguousarray(begins, np.int64).tobytes(),
+                                np.ascontiguousarray(limits, np.int64).tobytes(), verify)
+    view = memoryview(buf)
+    unzstd = None
+    canonical: dict[int, bytes] = {}  # a size -> its varint
+    out: list[tuple[list[int], bytes] | None] = []
+    for item in items:
+        if item is None or item.__class__ is bytes:  # left to the general path, or made and checked in C
+            out.append(item if item is None else ([0, len(item)], item))
+            continue
+        s0, s1, v0, v1, sizes_size, values_size = item
+        try:
+            if unzstd is None:
+                unzstd = zstd_decompressor()
+            sizes = unzstd.decompress(view[s0:s1], max_output_size=sizes_size)
+            values = unzstd.decompress(view[v0:v1], max_output_size=values_size)
+        except Exception:  # a frame that does not decode, or no zstandard: the general path names it
+            out.append(None)
+            continue
+        # values_size is the header's decoded size (checked in C); a varint written with more
+        # bytes than needed is left to the general path, which reads it
+        expected = canonical.get(values_size)
+        if expected is None:
+            expected = canonical[values_size] = _varint_bytes(values_size)
+        if len(values) != values_size or len(sizes) != sizes_size or sizes != expected:
+            out.append(None)
+            continue
+        out.append(([0, values_size], values))
+    return out
+
+
 def _fields(message: bytes) -> dict[int, Any]:
     """The fields of a small protobuf message: varints as int, length-delimited as bytes."""
     out: dict[int, Any] = {}
@@ -304,7 +364,11 @@ class FileIndex:
     chunk_offsets: np.ndarray
 
     def chunk_ends(self) -> np.ndarray:
-        return np.append(self.chunk_offsets[1:], self.footer_offset).astype(np.int64)
+        """Where each chunk ends (made once: every request of a read looks it up)."""
+        ends = self.__dict__.get("_ends")
+        if ends is None:
+            ends = self.__dict__["_ends"] = np.append(self.chunk_offsets[1:], self.footer_offset).astype(np.int64)
+        return ends
 
 
 def parse_footer(buf: bytes, footer_offset: int, size: int) -> FileIndex:

@@ -29,7 +29,7 @@ from types import ModuleType
 
 from thresher.sources.remote import native
 
-__all__ = ["RIEGELI_KEY", "highway_hash64", "implementation", "python_hash64"]
+__all__ = ["RIEGELI_KEY", "highway_hash64", "implementation", "native_module", "python_hash64"]
 
 _M = (1 << 64) - 1
 _M32 = (1 << 32) - 1
@@ -119,6 +119,11 @@ def _native() -> ModuleType | None:
                         stacklevel=4)
                 _NATIVE.append(module)
     return _NATIVE[0]
+
+
+def native_module() -> ModuleType | None:
+    """The C module (``_highway``), or None where none could be loaded or built."""
+    return _native()
 
 
 def implementation() -> str:

@@ -15,6 +15,12 @@ fails with a SourceError naming the URL and keys if they are not all back within
 ``timeout`` seconds. Records are returned only when every request of the batch
 succeeded, so nothing half-read is ever delivered.
 
+A file of group_size 1 (a chunk per record) read within the blocks a block shuffle hints
+(``upcoming_blocks``) is read by the block: each block is fetched whole (a request per
+``max_request_bytes``), every chunk of it is checked at once in C (``_highway.c``: the same
+hashes and structure as one chunk at a time, stored zstd blocks copied), and the block's
+records are one cache entry. Thousands of one-record entries cost more than the records.
+
 The process-wide footer cache is a deliberate registry: sources over the same objects
 in one process share their indexes.
 
@@ -40,14 +46,14 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from thresher._validate import user_path
 from thresher.errors import CorruptSourceError, SourceError
 from thresher.sources.remote.block_hints import BlockHints
-from thresher.sources.remote.chunk_cache import ChunkCache, Decoded, Held, Raw
+from thresher.sources.remote.chunk_cache import Block, ChunkCache, Decoded, Held, Raw
 from thresher.sources.remote.footer_cache import read_cached, write_cached
 from thresher.sources.remote.format import (
     BLOCK_SIZE,
@@ -58,6 +64,7 @@ from thresher.sources.remote.format import (
     read_chunk,
     simple_chunk_records,
     small_chunk_records,
+    small_chunks_records,
 )
 from thresher.sources.remote.fs import RemoteObject, describe_error, filesystem, is_url, read_range
 from thresher.sources.remote.lean import client_for
@@ -66,6 +73,7 @@ from thresher.sources.remote.options import RemoteReadOptions
 __all__ = ["RangeReader", "RemoteReadOptions"]
 
 _FOOTER_GUESS = 64 << 10
+_MANY = 8  # one-record chunks of a request checked in one call from this many (fewer: one by one)
 _INDEXES: dict[tuple[str, int, str], FileIndex] = {}
 _INDEXES_LOCK = threading.Lock()
 
@@ -106,6 +114,7 @@ class RangeReader:
         self.requests = 0
         self.bytes_read = 0
         self.refetches = 0  # chunks read a second time because the first bytes failed their checks
+        self.chunks_fetched = 0  # chunks brought by range requests (a refetch not counted again)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -146,7 +155,8 @@ class RangeReader:
             cache[f] = filesystem(url, options)
         return cache[f]
 
-    def _fetch(self, f: int, start: int, end: int, what: str) -> bytes:
+    def _fetch(self, f: int, start: int, end: int, what: str, chunks: int = 0) -> bytes:
+        """Bytes ``[start, end)`` of file ``f``, counted (with the ``chunks`` they bring)."""
         fs, path = self._fs(f)
         try:
             data = read_range(fs, path, self.objects[f].url, start, end)
@@ -157,6 +167,7 @@ class RangeReader:
         with self._process()["lock"]:
             self.requests += 1
             self.bytes_read += len(data)
+            self.chunks_fetched += chunks
         return data
 
     # --- footers -------------------------------------------------------------------
@@ -247,6 +258,16 @@ class RangeReader:
         index = self.index(f)
         starts, ends = index.chunk_offsets, index.chunk_ends()
         out: list[_Request] = []
+        if len(chunks) > 1 and chunks[-1] - chunks[0] == len(chunks) - 1:
+            # A run of neighbours (a block): no gaps, so only max_request_bytes splits it, as below
+            first = chunks[0]
+            while first <= chunks[-1]:
+                a = int(starts[first])
+                stop = max(first, int(np.searchsorted(ends[first:chunks[-1] + 1], a + self.options.max_request_bytes,
+                                                      "right")) + first - 1)
+                out.append(_Request(f, a, int(ends[stop]), list(range(first, stop + 1)), int(ends[stop]) - a))
+                first = stop + 1
+            return out
         for c in chunks:
             a, b = int(starts[c]), int(ends[c])
             last = out[-1] if out else None
@@ -270,10 +291,26 @@ class RangeReader:
         f = request.file
         cache: ChunkCache = self._process()["cache"]
         index = self.index(f)
-        data = self._fetch(f, request.start, request.end, what)
+        data = self._fetch(f, request.start, request.end, what, len(request.chunks))
         ends = index.chunk_ends()
         out = {}
-        for c in request.chunks:
+        chunks = request.chunks
+        if index.group_size == 1 and len(chunks) >= _MANY:  # a block of one-record chunks: checked at once
+            at = np.asarray(chunks, dtype=np.int64)
+            many = small_chunks_records(data, request.start, index.chunk_offsets[at], ends[at],
+                                        self.options.verify_headers)
+            if many is not None:
+                done, rest = [], []
+                for c, decoded in zip(chunks, many, strict=True):
+                    if decoded is None:
+                        rest.append(c)
+                    else:
+                        done.append(((f, c), decoded))
+                        if needed is None or c in needed:
+                            out[c] = decoded
+                cache.fulfil_many(done)
+                chunks = rest
+        for c in chunks:
             begin, end = int(index.chunk_offsets[c]), int(ends[c])
             if needed is not None and c not in needed:
                 cache.fulfil((f, c), Raw(data[begin - request.start:end - request.start], begin, end))
@@ -307,7 +344,7 @@ class RangeReader:
     def _materialize(self, f: int, c: int, held: Held) -> Decoded:
         """A chunk held as Raw bytes decoded and checked (and kept decoded); a decoded one as it is."""
         if not isinstance(held, Raw):
-            return held
+            return cast(Decoded, held)  # a Block is held under a block's key, never a chunk's
         decoded = self._checked(f, c, held.data, held.begin, held.begin, held.end,
                                 f"reading chunk {c} of {self.objects[f].url!r}")
         self._process()["cache"].replace((f, c), decoded)
@@ -359,6 +396,103 @@ class RangeReader:
         files = np.unique(pairs[:, 0]).tolist()
         self._load_indexes(files)
         groups = {f: self.index(f).group_size for f in files}
+        local = self._process()
+        if not (self.options.cache_bytes and local["blocks"] and 1 in groups.values()):
+            return self._read_chunks(pairs, files, groups)
+        # records of group_size-1 files in hinted blocks: read by the block, one cache entry each (a
+        # block stored in more than half the cache is read chunk by chunk: as one entry it could not
+        # stay long enough to serve its reads)
+        lo, hi = local["blocks"].locate(pairs[:, 0], pairs[:, 1])
+        for f in files:
+            mine = np.flatnonzero((pairs[:, 0] == f) & (lo >= 0))
+            if mine.size and groups[f] != 1:
+                lo[mine] = -1
+            elif mine.size:
+                index = self.index(f)
+                stored = index.chunk_ends()[hi[mine]] - index.chunk_offsets[lo[mine]]
+                lo[mine[stored > self.options.cache_bytes // 2]] = -1
+        inside = lo >= 0
+        if inside.all():
+            return self._read_blocks(pairs, lo, hi)
+        out: list[bytes] = [b""] * len(pairs)
+        for part, read in ((inside, self._read_blocks), (~inside, None)):
+            at = np.flatnonzero(part)
+            if not at.size:
+                continue
+            sub = pairs[at]
+            got = read(sub, lo[at], hi[at]) if read else self._read_chunks(sub, np.unique(sub[:, 0]).tolist(), groups)
+            for i, record in zip(at.tolist(), got, strict=True):
+                out[i] = record
+        return out
+
+    def _read_blocks(self, pairs: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[bytes]:
+        """The records of ``pairs`` (of group_size-1 files) in the blocks ``[lo, hi]`` (chunks):
+        each block is one cache entry, fetched whole (a few requests), all checked on arrival."""
+        rows, which = np.unique(np.stack([pairs[:, 0], lo, hi], axis=1), axis=0, return_inverse=True)
+        keys = [tuple(r) for r in rows.tolist()]
+        cache: ChunkCache = self._process()["cache"]
+        deadline = time.monotonic() + self.options.timeout
+        hits, waits, mine = cache.claim(keys)
+        try:
+            held: dict[Any, Held] = dict(hits)
+            held.update(self._fetch_blocks(mine))
+        except BaseException as e:
+            cache.abandon(mine, e)
+            raise
+        for key, future in waits.items():  # blocks another thread of this process is fetching
+            try:
+                held[key] = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except cf.TimeoutError:
+                raise SourceError(f"reading records {key[1]}..{key[2]} of {self.objects[key[0]].url!r} did not "
+                                  f"finish within {self.options.timeout:g} s (RemoteReadOptions.timeout); the "
+                                  "storage is unreachable or too slow") from None
+        blocks = [cast(Block, held[k]).records for k in keys]
+        return [blocks[b][i] for b, i in zip(np.ravel(which).tolist(), (pairs[:, 1] - lo).tolist(), strict=True)]
+
+    def _fetch_blocks(self, keys: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], Block]:
+        """Fetches the blocks ``(file, first chunk, last chunk)`` (their requests all concurrently),
+        decodes and checks every chunk, and hands each block to the cache as one entry."""
+        tasks: list[tuple[str, Callable[[], Any]]] = []
+        owners: list[tuple[int, ...]] = []
+        for key in keys:
+            f, lo, hi = key
+            for r in self._plan(f, list(range(lo, hi + 1))):
+                what = f"reading records {r.chunks[0]}..{r.chunks[-1]} of {self.objects[f].url!r}"
+                tasks.append((what, functools.partial(self._block_records, r, what)))
+                owners.append(key)
+        parts: dict[tuple[int, ...], list[bytes]] = {key: [] for key in keys}
+        for key, records in zip(owners, self._run(tasks), strict=True):
+            parts[key].extend(records)  # the requests of a block, in chunk order
+        cache: ChunkCache = self._process()["cache"]
+        out = {}
+        for key, records in parts.items():
+            out[key] = block = Block(records, sum(map(len, records)))
+            cache.fulfil(key, block)
+        return out
+
+    def _block_records(self, request: _Request, what: str) -> list[bytes]:
+        """The records of ``request``'s one-record chunks, fetched, decoded and checked: all at once in C
+        where it can, else each as a single chunk is (bytes damaged on their way fetched again once)."""
+        f = request.file
+        index = self.index(f)
+        data = self._fetch(f, request.start, request.end, what, len(request.chunks))
+        at = np.asarray(request.chunks, dtype=np.int64)
+        begins, ends = index.chunk_offsets[at], index.chunk_ends()[at]
+        many = small_chunks_records(data, request.start, begins, ends, self.options.verify_headers)
+        if many is None:
+            many = [None] * len(at)
+        out = []
+        for i, decoded in enumerate(many):
+            if decoded is None:
+                bounds, values = self._checked(f, request.chunks[i], data, request.start, int(begins[i]),
+                                               int(ends[i]), what)
+                out.append(values[bounds[0]:bounds[1]])
+            else:
+                out.append(decoded[1])
+        return out
+
+    def _read_chunks(self, pairs: np.ndarray, files: list[int], groups: Mapping[int, int]) -> list[bytes]:
+        """The records of ``pairs`` read chunk by chunk through the cache."""
         wanted = [(f, c) for f in files for c in np.unique(pairs[pairs[:, 0] == f, 1] // groups[f]).tolist()]
         cache: ChunkCache = self._process()["cache"]
         deadline = time.monotonic() + self.options.timeout
@@ -373,7 +507,7 @@ class RangeReader:
         except BaseException as e:
             cache.abandon(mine, e)
             raise
-        held: dict[tuple[int, int], Held] = dict(chunks)
+        held: dict[tuple[int, ...], Held] = dict(chunks)
         for (f, c), future in waits.items():  # chunks another thread of this process is fetching
             try:
                 held[(f, c)] = future.result(timeout=max(0.0, deadline - time.monotonic()))
@@ -391,7 +525,7 @@ class RangeReader:
             out.append(values[bounds[i]:bounds[i + 1]])
         return out
 
-    def _around(self, claimed: Sequence[tuple[int, int]], wanted: set[tuple[int, int]]) -> list[tuple[int, int]]:
+    def _around(self, claimed: Sequence[tuple[int, ...]], wanted: set[tuple[int, int]]) -> list[tuple[int, int]]:
         """With ``fill_cache``, when every object together fits in a quarter of the cache and
         the cache has not evicted anything yet (decoded chunks may be larger than the objects:
         once they do not fit, filling stops): the other chunks of the aligned
@@ -410,7 +544,7 @@ class RangeReader:
         return sorted(out - wanted)
 
     def _fetch_chunks(self, pairs: np.ndarray, groups: Mapping[int, int],
-                      claimed: Sequence[tuple[int, int]]) -> dict[tuple[int, int], Decoded]:
+                      claimed: Sequence[tuple[int, ...]]) -> dict[tuple[int, ...], Decoded]:
         """Fetches and decodes the ``claimed`` chunks: one request per run of neighbours,
         all concurrently; each is handed to the cache as soon as it is decoded."""
         tasks: list[tuple[str, Callable[[], Any]]] = []
@@ -426,7 +560,7 @@ class RangeReader:
                 needed = frozenset(int(c) for c in np.unique(keys // g).tolist())
                 tasks.append((what, functools.partial(self._serve, r, what, needed)))
                 requests.append(r)
-        chunks: dict[tuple[int, int], Decoded] = {}
+        chunks: dict[tuple[int, ...], Decoded] = {}
         for r, res in zip(requests, self._run(tasks), strict=True):
             for c, decoded in res.items():
                 chunks[(r.file, c)] = decoded
