@@ -96,6 +96,7 @@ class ReadAhead:
         self.read_wall_ns = 0
         self.read_cpu_ns = 0
         self._windows_told: set[tuple[int, int]] = set()  # (epoch, window) pairs last told to the source
+        self._prefetched: tuple[int, int] | None = None  # the (epoch, window) last asked to be prefetched
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -148,6 +149,30 @@ class ReadAhead:
         blocks = [r for e, w in sorted(new) for r in sampler.epoch_order(e).window_blocks(w)]
         source.upcoming_blocks(np.array([a for a, _ in blocks], dtype=np.int64),
                                np.array([b for _, b in blocks], dtype=np.int64))
+        self._prefetch_next(reading)
+
+    def _prefetch_next(self, reading: Reading) -> None:
+        """Passes a source that takes it (``prefetch_blocks``) the blocks of the window this
+        process reads next: the one holding the position a window's length after ``reading``'s
+        last (with shards, this process's next window), once per window. It can then fetch
+        them while the current window is read."""
+        source = self._processor.source
+        prefetch = getattr(source, "prefetch_blocks", None)
+        if prefetch is None or not len(reading.positions):
+            return
+        sampler = self._processor.sampler
+        assert sampler.block_shuffle is not None
+        ahead = int(reading.positions[-1]) + sampler.block_shuffle.window_records
+        if sampler.local_length is not None and ahead >= sampler.local_length:
+            return
+        g = int(sampler.to_global(np.array([ahead], dtype=np.int64))[0])
+        n = sampler.num_records
+        window = (g // n, sampler.epoch_order(g // n).window_of(g % n))
+        if window in self._windows_told or window == self._prefetched:
+            return
+        self._prefetched = window
+        blocks = sampler.epoch_order(window[0]).window_blocks(window[1])
+        prefetch(np.array([a for a, _ in blocks], dtype=np.int64), np.array([b for _, b in blocks], dtype=np.int64))
 
     def start(self, start: int, stop: int) -> Pending:
         """Samples positions [start, stop) and, with threads, starts reading them."""

@@ -276,3 +276,73 @@ def test_without_the_c_module_a_block_reads_chunk_by_chunk(tmp_path: Any, monkey
     keys = np.random.default_rng(5).permutation(300).tolist()
     assert reader.read([(0, k) for k in keys]) == [records[k] for k in keys]
     assert isinstance(reader._process()["cache"]._entries[(0, 0, 299)][0], Block)
+
+
+def _until(condition: Any, timeout: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time allowed"
+        time.sleep(0.01)
+
+
+def test_the_next_window_is_fetched_in_the_background(tmp_path: Any) -> None:
+    records = [os.urandom(500) for _ in range(1200)]
+    reader, _ = _reader(str(tmp_path), records, cache_bytes=1 << 20)
+    reader.lengths()
+    cache = reader._process()["cache"]
+    reader.prefetch_blocks([(0, 0, 299)])  # nothing read yet: its size in the cache is not known
+    reader.upcoming_blocks([(0, 0, 299)])
+    before = reader.requests
+    assert reader.read([(0, 7)]) == [records[7]]
+    # the first block read says what a block costs in the cache: the declined prefetch starts
+    reader.prefetch_blocks([(0, 300, 599)])
+    _until(lambda: (0, 300, 599) in cache._entries)
+    assert reader.requests == before + 2
+    assert reader.read([(0, k) for k in range(300, 600)]) == records[300:600]
+    assert reader.requests == before + 2  # held already
+    # a window over half the cache is not fetched ahead (it would push out the window being read)
+    reader.prefetch_blocks([(0, 600, 1199)])
+    assert reader.requests == before + 2 and (0, 600, 1199) not in cache._entries
+
+
+def test_a_failed_prefetch_leaves_the_block_to_the_read(tmp_path: Any) -> None:
+    records = [os.urandom(500) for _ in range(600)]
+    reader, path = _reader(str(tmp_path), records)
+    reader.lengths()
+    reader.upcoming_blocks([(0, 0, 299)])
+    assert reader.read([(0, 1)]) == [records[1]]
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    data[data.find(records[400][100:200]) + 10] ^= 1  # stored damage in the next block
+    with open(path, "wb") as f:
+        f.write(data)
+    reader.prefetch_blocks([(0, 300, 599)])
+    cache = reader._process()["cache"]
+    _until(lambda: not cache._fetching and (0, 300, 599) not in cache._entries)
+    with pytest.raises(CorruptSourceError, match=r"records 400\.\.400"):
+        reader.read([(0, 350)])
+
+
+def test_shards_of_a_block_shuffle_fetch_disjoint_blocks(tmp_path: Any) -> None:
+    rng = np.random.default_rng(6)
+    records = [rng.bytes(int(n)) for n in rng.integers(100, 1500, 4000)]
+    root = str(tmp_path)
+    os.makedirs(os.path.join(root, "blk"))
+    write_array_record(os.path.join(root, "blk", "g1.array_record"), records, group_size=1)
+    shuffle = th.BlockShuffle(block_size=250, window_blocks=2)
+    seen, fetched = [], 0
+    with RangeServer(root) as server:
+        for shard in range(2):
+            src = th.sources.ArrayRecordSource("s3://blk/g1.array_record", storage_options=server.s3_options(),
+                                               read_options=RemoteReadOptions(cache_bytes=4 << 20, fill_cache=False))
+            len(src)
+            server.stats(reset=True)
+            sampler = th.IndexSampler(len(records), shuffle=shuffle, seed=2, num_epochs=1,
+                                      shard_options=th.ShardOptions(shard, 2))
+            seen += [bytes(r) for b in th.DataLoader(src, sampler, [th.Batch(50)]) for r in b]
+            fetched += server.stats()["body_bytes"]
+            assert src._ranges is not None and src._ranges.chunks_fetched <= len(records) // 2
+    assert sorted(seen) == sorted(r.rstrip(b"\0") for r in records)
+    assert fetched <= os.path.getsize(os.path.join(root, "blk", "g1.array_record"))

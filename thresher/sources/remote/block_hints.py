@@ -32,7 +32,7 @@ __all__ = ["BlockHints"]
 class BlockHints:
     """The chunk ranges of the most recently hinted blocks (at most ``max_blocks``)."""
 
-    def __init__(self, max_blocks: int = 256) -> None:
+    def __init__(self, max_blocks: int = 1024) -> None:
         self.max_blocks = max_blocks
         self._ranges: collections.OrderedDict[tuple[int, int, int], None] = collections.OrderedDict()
         self._lock = threading.Lock()

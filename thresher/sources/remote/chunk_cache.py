@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Block", "ChunkCache", "ChunkKey", "Decoded", "Held", "Raw"]
+__all__ = ["Block", "ChunkCache", "ChunkKey", "Decoded", "Held", "Raw", "cache_cost"]
 
 #: A chunk: (file index, chunk index in that file); a Block: (file, first chunk, last chunk).
 ChunkKey = tuple[int, ...]
@@ -77,7 +77,7 @@ class Block(NamedTuple):
 Held = Decoded | Raw | Block
 
 
-def _cost(held: Held) -> int:
+def cache_cost(held: Held) -> int:
     """Bytes a chunk held takes (a decoded one: its records, and 8 per bound)."""
     if isinstance(held, Raw):
         return len(held.data)
@@ -202,7 +202,7 @@ class ChunkCache:
 
     def _put(self, key: ChunkKey, held: Held) -> None:
         """Keeps ``held`` if it fits in the budget, evicting older chunks (lock held)."""
-        cost = _cost(held)
+        cost = cache_cost(held)
         if cost <= self.budget and key not in self._entries:
             self._entries[key] = (held, cost)
             self._size += cost

@@ -38,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -53,7 +54,7 @@ import numpy as np
 from thresher._validate import user_path
 from thresher.errors import CorruptSourceError, SourceError
 from thresher.sources.remote.block_hints import BlockHints
-from thresher.sources.remote.chunk_cache import Block, ChunkCache, Decoded, Held, Raw
+from thresher.sources.remote.chunk_cache import Block, ChunkCache, Decoded, Held, Raw, cache_cost
 from thresher.sources.remote.footer_cache import read_cached, write_cached
 from thresher.sources.remote.format import (
     BLOCK_SIZE,
@@ -463,11 +464,19 @@ class RangeReader:
         parts: dict[tuple[int, ...], list[bytes]] = {key: [] for key in keys}
         for key, records in zip(owners, self._run(tasks), strict=True):
             parts[key].extend(records)  # the requests of a block, in chunk order
-        cache: ChunkCache = self._process()["cache"]
+        local = self._process()
+        cache: ChunkCache = local["cache"]
         out = {}
         for key, records in parts.items():
             out[key] = block = Block(records, sum(map(len, records)))
             cache.fulfil(key, block)
+            f, lo, hi = key
+            index = self.index(f)
+            stored = int(index.chunk_ends()[hi]) - int(index.chunk_offsets[lo])
+            local["block_ratio"] = cache_cost(block) / max(1, stored)  # a block's cost per stored byte, lately
+        declined = local.pop("declined", None) if out else None
+        if declined is not None and declined[1] * local["block_ratio"] <= self.options.cache_bytes // 2:
+            self._start_prefetch(declined[0])
         return out
 
     def _block_records(self, request: _Request, what: str) -> list[bytes]:
@@ -591,10 +600,61 @@ class RangeReader:
         indexes = local["indexes"]
         local["blocks"].add((f, a // indexes[f].group_size, b // indexes[f].group_size) for f, a, b in blocks)
 
+    def prefetch_blocks(self, blocks: Sequence[tuple[int, int, int]]) -> None:
+        """Blocks ``(file, first key, last key)`` read after the current ones (a block shuffle's
+        next window): hinted as :meth:`upcoming_blocks` does, and, for files of group_size 1 whose
+        blocks together take at most half the cache (estimated from their stored bytes and the
+        cost per stored byte of the last block read), fetched now in the background, so that the
+        reads of that window find them held (or in flight) instead of waiting for the storage.
+        The blocks of earlier windows, used least recently, are evicted first to make room. A
+        hint: what is read never depends on it, and a failed prefetch leaves the blocks to the
+        reads (which then raise what failed)."""
+        blocks = list(blocks)
+        self.upcoming_blocks(blocks)
+        budget = self.options.cache_bytes // 2
+        if not blocks or not budget:
+            return
+        local = self._process()
+        keys, stored = [], 0
+        for f, lo, hi in blocks:
+            index = local["indexes"][f]
+            if index.group_size != 1:
+                return
+            stored += int(index.chunk_ends()[hi]) - int(index.chunk_offsets[lo])
+            keys.append((f, lo, hi))
+        # their size in the cache, from the cost per stored byte of the last block read; before any
+        # was read, the prefetch waits for the first one to say it
+        if "block_ratio" not in local:
+            local["declined"] = keys, stored
+            return
+        if stored * local["block_ratio"] > budget:
+            return
+        self._start_prefetch(keys)
+
+    def _start_prefetch(self, keys: Sequence[tuple[int, ...]]) -> None:
+        local = self._process()
+        with local["lock"]:
+            if "prefetcher" not in local:  # one thread: it waits while the pool's threads fetch
+                local["prefetcher"] = cf.ThreadPoolExecutor(1, thread_name_prefix="thresher-prefetch")
+                weakref.finalize(self, local["prefetcher"].shutdown, wait=False, cancel_futures=True)
+            prefetcher = local["prefetcher"]
+        with contextlib.suppress(RuntimeError):  # shut down: the reader is closing
+            prefetcher.submit(self._prefetch, keys)
+
+    def _prefetch(self, keys: Sequence[tuple[int, ...]]) -> None:
+        cache: ChunkCache = self._process()["cache"]
+        mine = cache.claim(keys)[2]
+        try:
+            self._fetch_blocks(mine)
+        except BaseException as e:  # the reads that wait for these blocks get the error; later ones try again
+            cache.abandon(mine, e)
+
     def close(self) -> None:
         """Stops this process's thread pool (it is remade on the next read)."""
         local = self._local
         if local is not None and local["pid"] == os.getpid():
+            if "prefetcher" in local:
+                local["prefetcher"].shutdown(wait=False, cancel_futures=True)
             local["pool"].shutdown(wait=False, cancel_futures=True)
             for client in local["fs"].values():
                 if hasattr(client, "close"):  # lean clients keep connections

@@ -357,6 +357,28 @@ class ArrayRecordSource:
         """
         if self._ranges is None or not self._ranges.options.cache_bytes:
             return
+        self._ranges.upcoming_blocks(self._file_blocks(starts, stops))
+
+    def prefetch_blocks(self, starts: np.ndarray, stops: np.ndarray) -> None:
+        """Key ranges ``[starts[i], stops[i])`` read after the current blocks (a BlockShuffle's
+        next window): as :meth:`upcoming_blocks`, and with byte-range reads of a group_size-1
+        file, fetched in the background now if they fit in half the chunk cache. A hint only.
+
+        Example:
+            >>> import tempfile, os
+            >>> from thresher.sources import write_array_record
+            >>> path = os.path.join(tempfile.mkdtemp(), "p.array_record")
+            >>> _ = write_array_record(path, [b"a", b"b", b"c", b"d"])
+            >>> src = ArrayRecordSource(path, reader="ranges")
+            >>> src.prefetch_blocks([0], [4]); src[3]
+            b'd'
+        """
+        if self._ranges is None or not self._ranges.options.cache_bytes:
+            return
+        self._ranges.prefetch_blocks(self._file_blocks(starts, stops))
+
+    def _file_blocks(self, starts: np.ndarray, stops: np.ndarray) -> list[tuple[int, int, int]]:
+        """Key ranges as ``(file, first key, last key)`` in each file (a range may span files)."""
         blocks = []
         for a, b in zip(np.asarray(starts, dtype=np.int64).tolist(), np.asarray(stops, dtype=np.int64).tolist(),
                         strict=True):
@@ -366,7 +388,7 @@ class ArrayRecordSource:
                 end = min(b, int(self._starts[f + 1]))
                 blocks.append((f, a - int(self._starts[f]), end - 1 - int(self._starts[f])))
                 a, f = end, f + 1
-        self._ranges.upcoming_blocks(blocks)
+        return blocks
 
     def close(self) -> None:
         """Closes the open readers (they reopen on the next read)."""
