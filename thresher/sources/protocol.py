@@ -248,7 +248,9 @@ class BlockHintedSource(Protocol):
     ``[starts[i], stops[i])`` of the blocks a :class:`thresher.BlockShuffle` window reads
     (the windows of the positions being read), before reading them. A source with a chunk
     cache can then fetch a block's chunks in one go. A hint: what is read never depends
-    on it.
+    on it. A source that also has ``prefetch_blocks(starts, stops)`` is told, in the same
+    way, the blocks of the window its process reads next, so that it can fetch them while
+    the current window is read (``ArrayRecordSource`` does, for group_size-1 files).
 
     Example:
         >>> class Counting:
