@@ -153,3 +153,28 @@ def test_tfds_from_a_bucket_fetches_each_record_once_per_epoch(tmp_path: Any, wo
         assert got == expected
         assert fetched == 48  # group_size 1: each record is a chunk, fetched once
         assert stats["requests"] <= blocks, stats  # one request per block
+
+
+def test_a_tfds_split_in_a_bucket_passes_the_next_window_on_to_its_reader(tmp_path: Any) -> None:
+    """A split's keys map to its shards' keys; a window named ahead is fetched in the background."""
+    import time
+
+    shutil.copytree(os.path.join(TFDS, "images", "2.0.1"), str(tmp_path / "tfds" / "images" / "2.0.1"))
+    with RangeServer(str(tmp_path)) as server:
+        src = th.data_source("s3://tfds/images/2.0.1", split="train[4:]", storage_options=server.s3_options(),
+                             read_options=RemoteReadOptions(cache_bytes=64 << 20, fill_cache=False))
+        src.upcoming_blocks(np.array([0]), np.array([8]))
+        expected = [src[k] for k in range(8)]  # a first block read: the reader learns what a block costs
+        ranges = src._reader._ranges
+        before = ranges.chunks_fetched
+        src.prefetch_blocks(np.array([10]), np.array([20]))  # split keys 10..19: keys 14..23 of two shards
+        deadline = time.monotonic() + 30
+        while ranges.chunks_fetched < before + 10:
+            assert time.monotonic() < deadline, "the window was not fetched ahead"
+            time.sleep(0.01)
+        requests = ranges.requests
+        got = [int(src[k]["label"]) for k in range(10, 20)]
+        assert ranges.requests == requests  # held: no request of their own
+        local = th.data_source(os.path.join(str(tmp_path), "tfds", "images", "2.0.1"), split="train[4:]")
+        assert got == [int(local[k]["label"]) for k in range(10, 20)]
+        assert [int(r["label"]) for r in expected] == [int(local[k]["label"]) for k in range(8)]

@@ -134,8 +134,19 @@ class ShardedRecords:
         """Split key ranges ``[starts[i], stops[i])`` read together next (a BlockShuffle's window),
         passed on as the shards' ranges to a reader that takes them (byte-range reads with a chunk
         cache fetch each block's chunks in one coalesced request). A hint only."""
-        if not isinstance(self._reader, BlockHintedSource):
-            return
+        if isinstance(self._reader, BlockHintedSource):
+            self._reader.upcoming_blocks(*self._shard_ranges(starts, stops))
+
+    def prefetch_blocks(self, starts: np.ndarray, stops: np.ndarray) -> None:
+        """Split key ranges of the window read after the current one, passed on as the shards'
+        ranges to a reader that fetches such windows ahead (``prefetch_blocks``). A hint only."""
+        prefetch = getattr(self._reader, "prefetch_blocks", None)
+        if prefetch is not None:
+            prefetch(*self._shard_ranges(starts, stops))
+
+    def _shard_ranges(self, starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Split key ranges as ranges of the shards' keys (a range may span pieces that are not
+        adjacent in the shards)."""
         lo_out: list[int] = []
         hi_out: list[int] = []
         edges = self._starts
@@ -143,14 +154,13 @@ class ShardedRecords:
                         strict=True):
             a, b = max(a, 0), min(b, self._len)
             r = int(np.searchsorted(edges, a, side="right")) - 1
-            while a < b:  # a block may span pieces that are not adjacent in the shards
+            while a < b:
                 end = min(b, int(edges[r + 1]))
                 base = int(self._bases[r]) - int(edges[r])
                 lo_out.append(a + base)
                 hi_out.append(end + base)
                 a, r = end, r + 1
-        if lo_out:
-            self._reader.upcoming_blocks(np.asarray(lo_out, dtype=np.int64), np.asarray(hi_out, dtype=np.int64))
+        return np.asarray(lo_out, dtype=np.int64), np.asarray(hi_out, dtype=np.int64)
 
     def close(self) -> None:
         """Closes open files (they reopen on the next read)."""
