@@ -59,3 +59,17 @@ def test_the_next_window_of_this_process_is_prefetched(workers: int, shards: int
         # every window this process reads after its first one was prefetched
         assert {k for a, b in src.current for k in range(a, b)} - told <= {
             k for a, b in src.current[:2] for k in range(a, b)}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_every_window_a_read_spans_is_hinted(workers: int) -> None:
+    """Windows shorter than one read of positions: each of the windows it spans is told, not only
+    those of its first and last positions."""
+    n = 3000
+    src = Recording(n)
+    sampler = th.IndexSampler(n, shuffle=th.BlockShuffle(block_size=10, window_blocks=3), seed=1, num_epochs=2)
+    got = [int(k) for b in th.DataLoader(src, sampler, [th.Batch(200)], worker_count=workers,
+                                         worker_mode="thread") for k in b]
+    assert len(got) == 2 * n
+    hinted = {k for a, b in src.current for k in range(a, b)}
+    assert hinted == set(range(n))

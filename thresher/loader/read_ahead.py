@@ -131,17 +131,17 @@ class ReadAhead:
 
     def _tell_blocks(self, reading: Reading) -> None:
         """Passes a source that takes it (``BlockHintedSource``) the blocks of the BlockShuffle
-        windows that ``reading``'s first and last positions lie in, once per window: its reader
+        windows that ``reading``'s positions lie in, once per window: its reader
         can then fetch whole blocks in few requests. A hint: what is read never depends on it."""
         sampler = self._processor.sampler
         source = self._processor.source
         if sampler.block_shuffle is None or not len(reading.globals_) or not isinstance(source, BlockHintedSource):
             return
         n = sampler.num_records
-        windows = set()
-        for g in (int(reading.globals_[0]), int(reading.globals_[-1])):
-            order = sampler.epoch_order(g // n)
-            windows.add((g // n, order.window_of(g % n)))
+        g = np.asarray(reading.globals_, dtype=np.int64)
+        # every window the positions lie in (a read longer than a window spans several)
+        spans = np.unique(np.stack([g // n, (g % n) // sampler.block_shuffle.window_records]), axis=1)
+        windows = {(int(e), int(w)) for e, w in spans.T.tolist()}
         new = windows - self._windows_told
         if not new:
             return
