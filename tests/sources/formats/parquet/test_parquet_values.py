@@ -199,3 +199,18 @@ def test_threads_sharing_a_source_with_a_small_cache_read_pyarrows_rows(tmp_path
     assert [[plain(r) for r in b] for b in got] == [[expected[k] for k in keys] for keys in batches]
     info = src.cache_info()
     assert info["entries"] <= 3 and info["misses"] > 40
+
+
+@pytest.mark.parametrize("names", [["a"], ["x y", "q'uote", "class", "k0", "v0", "columns"],
+                                   [f"c{i}" for i in range(40)]])
+def test_records_have_every_column_whatever_its_name(tmp_path: Any, names: list[str]) -> None:
+    """The records of an all-narrow source are made by code written for its column count: one
+    column, names that are not identifiers (or that the code uses itself), many columns."""
+    table = pa.table({n: pa.array([i * 10 + j for j in range(50)], pa.int64()) for i, n in enumerate(names)})
+    path = os.path.join(str(tmp_path), "names.parquet")
+    pq.write_table(table, path, row_group_size=7)
+    src = th.sources.ParquetSource(path)
+    keys = np.random.default_rng(0).permutation(50).tolist()
+    got = src.__getitems__(keys)
+    assert [list(r) for r in got] == [names] * 50
+    assert got == [{n: np.int64(i * 10 + k) for i, n in enumerate(names)} for k in keys]

@@ -19,7 +19,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -318,10 +318,20 @@ class ParquetSource:
     def _gather(self, plan: Any, rows: np.ndarray) -> list[dict[str, Any]]:
         """The records of the planned keys (rows ``rows`` of their row groups), in key order."""
         store = self._store()
-        records: list[dict[str, Any]] = [{} for _ in range(len(rows))]
         pieces, order = plan.gather(rows) if self._narrow else ([], None)
         wide = plan.extras() if self._wide else None
         store.maybe_merge()
+        if wide is None and self._narrow:  # every column narrow: the dicts made in one pass
+            columns = [convert(pieces[0].column(c)) if len(pieces) == 1 else
+                       [v for piece in pieces for v in convert(piece.column(c))] for c, _, convert in self._readers()]
+            made = self._records_of()(columns)
+            if order is None:
+                return made
+            out: list[Any] = [None] * len(made)
+            for j, record in zip(order.tolist(), made, strict=True):  # the pieces' rows back in key order
+                out[j] = record
+            return out
+        records: list[dict[str, Any]] = [{} for _ in range(len(rows))]
         # the same dicts in the order of the pieces' rows: each narrow column converted once a piece
         placed = records if order is None else [records[j] for j in order.tolist()]
         row_list = rows.tolist() if wide is not None else []
@@ -345,6 +355,22 @@ class ParquetSource:
                 pool = local["decoders"] = ThreadPoolExecutor(REMOTE_DECODES,
                                                               thread_name_prefix="thresher-parquet-decode")
         return pool
+
+    def _records_of(self) -> Callable[[list[list[Any]]], list[dict[str, Any]]]:
+        """A function from the columns' values (lists, in ``columns`` order) to the records: one
+        list comprehension of dict displays, made once per process for this source's columns (as
+        ``collections.namedtuple`` makes its class). Only the count of columns is written into
+        the code; the names are bound as values."""
+        local = self._process()
+        made = local.get("records_of")
+        if made is None:
+            k = len(self.columns)
+            values = ", ".join(f"v{i}" for i in range(k)) + ("," if k == 1 else "")
+            items = ", ".join(f"k{i}: v{i}" for i in range(k))
+            namespace: dict[str, Any] = {f"k{i}": name for i, name in enumerate(self.columns)}
+            exec(f"def records_of(columns):\n    return [{{{items}}} for {values} in zip(*columns)]\n", namespace)
+            made = local["records_of"] = namespace["records_of"]
+        return made
 
     def _readers(self) -> list[tuple[str, int, Any]]:
         """Per column in order: its name, its index among the wide columns (-1: narrow), and
