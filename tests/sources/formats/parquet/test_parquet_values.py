@@ -214,3 +214,10 @@ def test_records_have_every_column_whatever_its_name(tmp_path: Any, names: list[
     got = src.__getitems__(keys)
     assert [list(r) for r in got] == [names] * 50
     assert got == [{n: np.int64(i * 10 + k) for i, n in enumerate(names)} for k in keys]
+
+
+def test_no_columns_gives_empty_records(tmp_path: Any) -> None:
+    path = os.path.join(str(tmp_path), "one.parquet")
+    pq.write_table(pa.table({"a": [1, 2, 3]}), path)
+    src = th.sources.ParquetSource(path, columns=[])
+    assert len(src) == 3 and src.__getitems__([2, 0]) == [{}, {}]

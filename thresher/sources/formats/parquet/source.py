@@ -321,7 +321,7 @@ class ParquetSource:
         pieces, order = plan.gather(rows) if self._narrow else ([], None)
         wide = plan.extras() if self._wide else None
         store.maybe_merge()
-        if wide is None and self._narrow:  # every column narrow: the dicts made in one pass
+        if self._narrow and not self._wide:  # every column narrow: the dicts made in one pass
             columns = [convert(pieces[0].column(c)) if len(pieces) == 1 else
                        [v for piece in pieces for v in convert(piece.column(c))] for c, _, convert in self._readers()]
             made = self._records_of()(columns)
