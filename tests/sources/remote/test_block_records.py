@@ -196,6 +196,21 @@ def test_threads_reading_one_block_share_its_fetch(tmp_path: Any) -> None:
     assert reader._process()["cache"].misses == 1
 
 
+def _in_bucket(root: str, records: list[bytes]) -> str:
+    """``records`` as a group_size-1 file ``blk/g1.array_record`` under ``root`` (the bucket's folder)."""
+    os.makedirs(os.path.join(root, "blk"))
+    path = os.path.join(root, "blk", "g1.array_record")
+    write_array_record(path, records, group_size=1)
+    return path
+
+
+def _bucket_source(server: RangeServer, **options: Any) -> th.sources.ArrayRecordSource:
+    src = th.sources.ArrayRecordSource("s3://blk/g1.array_record", storage_options=server.s3_options(),
+                                       read_options=RemoteReadOptions(fill_cache=False, **options))
+    len(src)
+    return src
+
+
 @pytest.mark.parametrize("cache_bytes", [100_000, 300_000])
 def test_a_block_over_half_the_cache_is_read_chunk_by_chunk(tmp_path: Any, cache_bytes: int) -> None:
     records = [os.urandom(1000) for _ in range(400)]
@@ -212,16 +227,12 @@ def test_a_block_over_half_the_cache_is_read_chunk_by_chunk(tmp_path: Any, cache
 def test_bytes_damaged_on_their_way_are_fetched_again_and_a_corrupt_chunk_is_named(tmp_path: Any) -> None:
     records = [os.urandom(800) for _ in range(300)]
     root = str(tmp_path)
-    os.makedirs(os.path.join(root, "blk"))
-    path = os.path.join(root, "blk", "g1.array_record")
-    write_array_record(path, records, group_size=1)
+    path = _in_bucket(root, records)
     with open(path, "rb") as f:
         data = f.read()
     with RangeServer(root) as server:
-        src = th.sources.ArrayRecordSource("s3://blk/g1.array_record", storage_options=server.s3_options(),
-                                           read_options=RemoteReadOptions(fill_cache=False))
+        src = _bucket_source(server)
         assert src._ranges is not None
-        len(src)
         server.flip_once("blk", "g1.array_record", data.find(records[123][100:200]) + 10)
         src.upcoming_blocks(np.array([0]), np.array([300]))
         assert src.__getitems__(list(range(300))) == records
@@ -245,20 +256,17 @@ def test_a_block_shuffle_over_a_bucket_reads_each_block_once(tmp_path: Any, work
     rng = np.random.default_rng(3)
     records = [rng.bytes(int(n)) for n in rng.integers(100, 1500, 3000)]
     root = str(tmp_path)
-    os.makedirs(os.path.join(root, "blk"))
-    write_array_record(os.path.join(root, "blk", "g1.array_record"), records, group_size=1)
+    path = _in_bucket(root, records)
     shuffle = th.BlockShuffle(block_size=500, window_blocks=2)
     with RangeServer(root) as server:
-        src = th.sources.ArrayRecordSource("s3://blk/g1.array_record", storage_options=server.s3_options(),
-                                           read_options=RemoteReadOptions(cache_bytes=4 << 20, fill_cache=False))
-        len(src)
+        src = _bucket_source(server, cache_bytes=4 << 20)
         server.stats(reset=True)
         sampler = th.IndexSampler(len(records), shuffle=shuffle, seed=5, num_epochs=1)
         loader = th.DataLoader(src, sampler, [th.Batch(50)], worker_count=workers, worker_mode=mode)
         got = [bytes(r) for b in loader for r in b]
         stats = server.stats()
     assert got == [records[k].rstrip(b"\0") for k in sampler.keys(np.arange(len(records))).tolist()]
-    size = os.path.getsize(os.path.join(root, "blk", "g1.array_record"))
+    size = os.path.getsize(path)
     copies = 2 if mode == "process" else 1  # each worker process has its own cache
     assert stats["body_bytes"] <= copies * size + copies * (1 << 17)  # each block at most once (+ footers)
     assert stats["requests"] <= copies * (len(records) // 500 + 2), stats
@@ -329,15 +337,12 @@ def test_shards_of_a_block_shuffle_fetch_disjoint_blocks(tmp_path: Any) -> None:
     rng = np.random.default_rng(6)
     records = [rng.bytes(int(n)) for n in rng.integers(100, 1500, 4000)]
     root = str(tmp_path)
-    os.makedirs(os.path.join(root, "blk"))
-    write_array_record(os.path.join(root, "blk", "g1.array_record"), records, group_size=1)
+    path = _in_bucket(root, records)
     shuffle = th.BlockShuffle(block_size=250, window_blocks=2)
     seen, fetched = [], 0
     with RangeServer(root) as server:
         for shard in range(2):
-            src = th.sources.ArrayRecordSource("s3://blk/g1.array_record", storage_options=server.s3_options(),
-                                               read_options=RemoteReadOptions(cache_bytes=4 << 20, fill_cache=False))
-            len(src)
+            src = _bucket_source(server, cache_bytes=4 << 20)
             server.stats(reset=True)
             sampler = th.IndexSampler(len(records), shuffle=shuffle, seed=2, num_epochs=1,
                                       shard_options=th.ShardOptions(shard, 2))
@@ -345,4 +350,4 @@ def test_shards_of_a_block_shuffle_fetch_disjoint_blocks(tmp_path: Any) -> None:
             fetched += server.stats()["body_bytes"]
             assert src._ranges is not None and src._ranges.chunks_fetched <= len(records) // 2
     assert sorted(seen) == sorted(r.rstrip(b"\0") for r in records)
-    assert fetched <= os.path.getsize(os.path.join(root, "blk", "g1.array_record"))
+    assert fetched <= os.path.getsize(path)

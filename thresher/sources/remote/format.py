@@ -40,7 +40,7 @@ import numpy as np
 
 from thresher.sources.remote.compression import NONE, ZSTD, decompress, zstd_decompress, zstd_decompressor
 from thresher.sources.remote.highway import highway_hash64, native_module
-from thresher.sources.remote.varint import FormatError, decode_varints, read_varint
+from thresher.sources.remote.varint import FormatError, decode_varints, encode_varint, read_varint
 
 __all__ = [
     "ARRAY_RECORD_MAGIC",
@@ -256,16 +256,6 @@ def small_chunk_records(buf: bytes | memoryview, base: int, begin: int, limit: i
     return [0, size], values, 1
 
 
-def _varint_bytes(value: int) -> bytes:
-    """``value`` as a varint of the fewest bytes (how Riegeli writes one)."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def small_chunks_records(buf: bytes, base: int, begins: np.ndarray, limits: np.ndarray,
                          verify: bool = True) -> list[tuple[list[int], bytes] | None] | None:
     """:func:`small_chunk_records` for many chunks of one record at once (the chunks of a block
@@ -307,7 +297,7 @@ def small_chunks_records(buf: bytes, base: int, begins: np.ndarray, limits: np.n
         # bytes than needed is left to the general path, which reads it
         expected = canonical.get(values_size)
         if expected is None:
-            expected = canonical[values_size] = _varint_bytes(values_size)
+            expected = canonical[values_size] = encode_varint(values_size)
         if len(values) != values_size or len(sizes) != sizes_size or sizes != expected:
             out.append(None)
             continue
@@ -367,7 +357,9 @@ class FileIndex:
         """Where each chunk ends (made once: every request of a read looks it up)."""
         ends = self.__dict__.get("_ends")
         if ends is None:
-            ends = self.__dict__["_ends"] = np.append(self.chunk_offsets[1:], self.footer_offset).astype(np.int64)
+            ends = np.append(self.chunk_offsets[1:], self.footer_offset).astype(np.int64)
+            ends.flags.writeable = False  # shared by every reader of this index
+            self.__dict__["_ends"] = ends
         return ends
 
 

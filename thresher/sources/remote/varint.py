@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["FormatError", "decode_varints", "read_varint"]
+__all__ = ["FormatError", "decode_varints", "encode_varint", "read_varint"]
 
 
 class FormatError(ValueError):
@@ -46,3 +46,18 @@ def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, pos
         shift += 7
+
+
+def encode_varint(value: int) -> bytes:
+    """``value`` (>= 0) as a varint of the fewest bytes, as Riegeli writes one.
+
+    Example:
+        >>> encode_varint(300), read_varint(encode_varint(300), 0)
+        (b'\\xac\\x02', (300, 2))
+    """
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
