@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import importlib.machinery
 import os
+import platform
 import shutil
 import struct
 import subprocess
 import sys
 import sysconfig
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,7 +33,7 @@ from tests.sources.remote.test_range_reader import COMPRESSIONS, SIZES, write_na
 from thresher.errors import CorruptSourceError
 from thresher.sources.remote import RemoteReadOptions
 from thresher.sources.remote.format import BLOCK_SIZE, read_chunk
-from thresher.sources.remote.highway import highway_hash64, python_hash64
+from thresher.sources.remote.highway import RIEGELI_KEY, highway_hash64, native_module, python_hash64
 
 
 def _chunks(data: bytes) -> list[int]:
@@ -104,6 +106,34 @@ def test_c_and_python_agree(data: bytes, cut: int) -> None:
     assert highway_hash64(memoryview(data)[cut:]) == python_hash64(data[cut:])
     key = (cut, 2**64 - 1 - cut, 1, 0)
     assert highway_hash64(data, key) == python_hash64(data, key)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(min_size=200, max_size=3000), cut=st.integers(0, 64),
+       key=st.tuples(*[st.integers(0, 2**64 - 1)] * 4))
+def test_the_avx2_and_portable_loops_agree(data: bytes, cut: int, key: tuple[int, int, int, int]) -> None:
+    # inputs of 256 bytes and more hash their whole packets in AVX2 where the CPU has it
+    module = native_module()
+    assert module is not None
+    on = module.simd()
+    try:
+        module.simd(False)
+        portable = [module.hash64(d, *key) for d in (data, memoryview(data)[cut:])]
+        module.simd(True)
+        assert [module.hash64(d, *key) for d in (data, memoryview(data)[cut:])] == portable
+    finally:
+        module.simd(on)
+    assert portable[0] == python_hash64(data, key)
+
+
+def test_the_avx2_loop_is_used_where_the_cpu_has_it() -> None:
+    module = native_module()
+    assert module is not None
+    flags = Path("/proc/cpuinfo").read_text().split() if os.path.exists("/proc/cpuinfo") else []
+    expected = "avx2" in flags and platform.machine() in ("x86_64", "AMD64")
+    assert module.simd() == expected
+    big = bytes(range(256)) * 4096  # 1 MiB: whole packets, then the check of a known value
+    assert module.hash64(big, *RIEGELI_KEY) == python_hash64(big)
 
 
 CHILD = """

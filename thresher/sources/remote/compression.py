@@ -64,7 +64,7 @@ def zstd_decompress(payload: bytes | memoryview, size: int) -> bytes:
     return out
 
 
-def decompress(compression: int, buf: bytes) -> bytes:
+def decompress(compression: int, buf: bytes | memoryview) -> bytes:
     """The decompressed bytes of one Riegeli buffer (``compression`` is the type byte)."""
     if compression == NONE:
         return bytes(buf)
@@ -73,7 +73,7 @@ def decompress(compression: int, buf: bytes) -> bytes:
     if len(buf) == 0:
         return b""
     size, pos = read_varint(buf, 0)
-    payload = bytes(buf[pos:])
+    payload = memoryview(buf)[pos:]  # not copied: the libraries read any buffer
     # the library first, outside the try: a missing one is a MissingExtraError naming the extra
     lib: Any = _module("zstandard" if compression == ZSTD else "cramjam")
     try:

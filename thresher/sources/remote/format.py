@@ -133,8 +133,8 @@ def _check_block_headers(buf: memoryview, base: int, begin: int, end: int, verif
 
 
 def read_chunk(buf: bytes | memoryview, base: int, begin: int,
-               limit: int | None = None, verify: bool = True) -> tuple[ChunkHeader, bytes]:
-    """The header and data of the chunk at physical position ``begin``.
+               limit: int | None = None, verify: bool = True) -> tuple[ChunkHeader, memoryview]:
+    """The header and data (a read-only view) of the chunk at physical position ``begin``.
 
     ``buf`` holds the file's bytes from position ``base``; ``limit``, if given, is where the
     chunk must end at the latest (the next chunk's offset); ``verify`` checks the hashes of
@@ -153,12 +153,12 @@ def read_chunk(buf: bytes | memoryview, base: int, begin: int,
         raise FormatError(f"the chunk at {begin} claims {data_size} data bytes, which run past "
                           f"its end at {limit}: the file is truncated, corrupt or not ArrayRecord")
     _check_block_headers(view, base, begin, end, verify)
-    data = _logical(view, base, begin, CHUNK_HEADER_SIZE + data_size)[CHUNK_HEADER_SIZE:]
-    check_data_hash(data, data_hash, begin)
+    data = memoryview(_logical(view, base, begin, CHUNK_HEADER_SIZE + data_size))[CHUNK_HEADER_SIZE:]
+    check_data_hash(data, data_hash, begin)  # a view: a 64 MiB chunk is not copied once more
     return header, data
 
 
-def check_data_hash(data: bytes, expected: int, begin: int) -> None:
+def check_data_hash(data: bytes | memoryview, expected: int, begin: int) -> None:
     """FormatError ("chunk data hash mismatch") unless ``data``, the data of the chunk at
     ``begin``, has the HighwayHash ``expected``."""
     if highway_hash64(data) != expected:
@@ -177,8 +177,9 @@ def _sizes(buf: bytes, count: int) -> list[int]:
     return out
 
 
-def simple_chunk_records(header: ChunkHeader, data: bytes) -> tuple[list[int], bytes]:
+def simple_chunk_records(header: ChunkHeader, data: bytes | memoryview) -> tuple[list[int], bytes]:
     """The record boundaries (``num_records + 1`` offsets) and the concatenated records."""
+    data = memoryview(data)  # slices below are views, not copies of the chunk's data
     if header.chunk_type == TRANSPOSED_CHUNK:
         raise FormatError("the chunk is transposed (written with 'transpose:true'), which the "
                           "byte-range reader does not decode; rewrite the file without transpose")
