@@ -9,7 +9,8 @@ permute-and-update rounds finish it. Riegeli keys it with the bytes of
 ``"Riegeli/records\\n"`` twice.
 
 :func:`highway_hash64` hashes with the same algorithm in C (``_highway.c``, built by pip
-or on first use: see ``native``), about 1 GB/s; Python integers (``python_hash64``) cost
+or on first use: see ``native``), about 1 GB/s, and about 12 GB/s where the CPU has AVX2 (whole
+packets of inputs of 256 bytes or more; ``implementation()`` says which); Python integers (``python_hash64``) cost
 about 10 µs per 32 bytes (3 MB/s), and are used only where no C module can be built, with
 a warning that says why. The tests check both against the hashes in files that
 array_record's own writer produced.
@@ -129,7 +130,9 @@ def native_module() -> ModuleType | None:
 def implementation() -> str:
     """Which HighwayHash :func:`highway_hash64` uses here: ``"c (...)"`` or ``"python (why)"``."""
     module = _native()
-    return f"{'c' if module is not None else 'python'} ({_WHERE[0]})"
+    if module is None:
+        return f"python ({_WHERE[0]})"
+    return f"c{', avx2' if module.simd() else ''} ({_WHERE[0]})"
 
 
 def highway_hash64(data: bytes | memoryview, key: tuple[int, int, int, int] = RIEGELI_KEY) -> int:
