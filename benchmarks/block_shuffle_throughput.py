@@ -9,9 +9,10 @@ Two targets of the block-shuffle issue, in one run, variants interleaved, median
   against the same pipeline on local disk with a full shuffle (group_size 1, the native
   reader). Also the bytes fetched per record read, against the record's own bytes.
 - **local**: the file written with array_record's default group size (65536) read with a
-  BlockShuffle through the chunk cache (``reader="ranges"`` on the local path), and with a full
-  shuffle through the native reader (2 batches in process only: each record decodes its
-  whole 64 MiB group), against group_size 1 with a full shuffle.
+  BlockShuffle through the chunk cache (the default reader at this group size, byte ranges on
+  the local path), and with a full shuffle through array_record's native reader (2 batches in
+  process only: each record decodes its whole 64 MiB group), against group_size 1 with a full
+  shuffle.
 
 The records are ``--record-bytes`` random bytes (incompressible); the pipeline decodes them
 with ``np.frombuffer`` and a float32 sum of 64 bytes, then ``Batch(128)``. The machine is
@@ -112,15 +113,16 @@ def main(argv: list[str] | None = None) -> int:
                 local = th.sources.ArrayRecordSource(paths[1])
                 r, _ = rate(local, True, local_batches, workers)
                 rows.setdefault(f"local g1 full (baseline{tag})", []).append(r)
-                ranged = th.sources.ArrayRecordSource(
-                    paths[65536], reader="ranges", read_options=RemoteReadOptions(cache_bytes=max(cache, 256 << 20)))
+                ranged = th.sources.ArrayRecordSource(  # the default reader: byte ranges at this group size
+                    paths[65536], read_options=RemoteReadOptions(cache_bytes=max(cache, 256 << 20)))
+                assert ranged.reader == "ranges", ranged.reader
                 shuffle = block_shuffle_for(ranged, max(cache, 256 << 20), args.record_bytes, 65536)
                 r, _ = rate(ranged, shuffle, local_batches, workers)
                 name = f"local g65536 block {shuffle.block_size}x{shuffle.window_blocks} (ranges{tag})"
                 rows.setdefault(name, []).append(r)
                 bases[name] = f"local g1 full (baseline{tag})"
             if not args.local_only:
-                local64k = th.sources.ArrayRecordSource(paths[65536])
+                local64k = th.sources.ArrayRecordSource(paths[65536], reader="native")
                 r, _ = rate(local64k, True, 2, 0)  # a group decoded per record: 2 batches say enough
                 rows.setdefault("local g65536 full (native)", []).append(r)
             for g in [] if args.local_only else groups:

@@ -17,7 +17,9 @@ records (measured with array_record 0.8; see benchmarks/README.md).
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
@@ -33,7 +35,8 @@ from thresher.sources.remote.options import RemoteReadOptions
 if TYPE_CHECKING:
     from thresher.sources.remote.reader import RangeReader
 
-__all__ = ["ArrayRecordSource", "resolve_paths"]
+__all__ = ["ARRAY_RECORD_DEFAULT_GROUP_SIZE", "AUTO_RANGES_GROUP_SIZE", "ArrayRecordSource", "group_size_of",
+           "resolve_paths", "writer_options"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 _GLOB_CHARS = frozenset("*?[")
@@ -42,6 +45,15 @@ _GLOB_CHARS = frozenset("*?[")
 #: threads would cut a batch into slices that coalesce fewer neighbouring chunks (in
 #: benchmarks/remote_read.py, group_size 64: 2x slower with 2 or 4).
 REMOTE_READS_IN_FLIGHT = 1
+#: ``reader="auto"`` reads local files of chunks this large or larger through byte ranges and the
+#: chunk cache. array_record's native reader decodes a whole chunk for every record read out of
+#: order: measured (benchmarks/README.md, "Which reader"), 100,000 records of 1 KB, full shuffle,
+#: the native reader read 12,519 records/s at group_size 256 and 516 at 1,024 (136 at 4,096), the
+#: chunk cache 3,598 and 4,317 (5,224) with a cache of a sixth of the data; with a block shuffle
+#: the cache wins from group_size 64 on.
+AUTO_RANGES_GROUP_SIZE = 1024
+#: array_record's group size where a file's writer options do not name one.
+ARRAY_RECORD_DEFAULT_GROUP_SIZE = 65536
 
 
 def resolve_paths(paths: PathLike | Sequence[PathLike]) -> list[str]:
@@ -89,6 +101,58 @@ def _objects(items: list[str], storage_options: Mapping[str, Any] | None) -> lis
     return out
 
 
+def writer_options(path: str) -> dict[str, str]:
+    """The options a local ArrayRecord file was written with, from its footer (e.g.
+    ``{"group_size": "1", "zstd": "3", "transpose": "false", ...}``)."""
+    reader = open_reader(path)
+    try:
+        text = str(reader.writer_options_string())
+    finally:
+        reader.close()
+    out = {}
+    for option in text.split(","):
+        name, _, value = option.partition(":")
+        if name.strip():
+            out[name.strip()] = value.strip()
+    return out
+
+
+def group_size_of(options: Mapping[str, str]) -> int:
+    """The records per chunk in :func:`writer_options` (array_record's default where not named)."""
+    value = options.get("group_size", "")
+    return int(value) if value.isdigit() else ARRAY_RECORD_DEFAULT_GROUP_SIZE
+
+
+def _importable(name: str) -> bool:
+    """Whether ``import name`` would find a module (without importing it)."""
+    if name in sys.modules:
+        return sys.modules[name] is not None  # None: imports of it are blocked
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _auto_reader(paths: list[str]) -> str:
+    """``reader="auto"`` for local files: "ranges" when the first file's chunks hold
+    ``AUTO_RANGES_GROUP_SIZE`` records or more and the byte-range reader can decode them here
+    (not transposed; the library of its compression installed), else "native" (also when the
+    file cannot be opened: the native reader's own checks then name the problem)."""
+    if not paths:
+        return "native"
+    try:
+        options = writer_options(paths[0])
+    except SourceError:
+        return "native"
+    if group_size_of(options) < AUTO_RANGES_GROUP_SIZE or options.get("transpose") == "true":
+        return "native"
+    library = ("zstandard" if "zstd" in options or not {"brotli", "snappy", "uncompressed"} & options.keys()
+               else "cramjam" if {"brotli", "snappy"} & options.keys() else None)
+    if library is not None and not _importable(library):
+        return "native"  # the chunk cache would need the `remote` extra: the native reader reads it
+    return "ranges"
+
+
 def _is_run(keys: list[int]) -> bool:
     """True if ``keys`` are consecutive increasing integers."""
     return bool(np.all(np.diff(np.asarray(keys, dtype=np.int64)) == 1))
@@ -104,8 +168,12 @@ class ArrayRecordSource:
             space ``[0, sum of lengths)``.
         storage_options: fsspec options for URLs (credentials, endpoint, ...), e.g.
             ``{"anon": True}`` or ``{"client_kwargs": {"endpoint_url": ...}}``.
-        reader: ``"auto"`` (array_record's native reader for local files, byte ranges for
-            URLs), ``"native"`` or ``"ranges"`` (byte ranges for local files too).
+        reader: ``"auto"`` (byte ranges for URLs; for local files array_record's native
+            reader, or byte ranges with the chunk cache when the first file was written with
+            ``group_size`` >= ``AUTO_RANGES_GROUP_SIZE``, 1,024: array_record's own default is
+            65,536, and its native reader decodes a whole chunk for every record read at
+            random), ``"native"`` or ``"ranges"`` (byte ranges for local files too). The
+            records are the same with every reader; :attr:`reader` says which one is used.
         read_options: a :class:`~thresher.sources.remote.RemoteReadOptions` for byte-range
             reads (request coalescing, concurrency, timeout, footer cache directory).
 
@@ -147,18 +215,24 @@ class ArrayRecordSource:
             raise ConfigError(f"reader='native' reads local files only, not {remote[0]!r}; use "
                               "reader='auto' or 'ranges' for URLs")
         self._ranges: RangeReader | None = None
+        local = None if remote else resolve_paths(items)
+        if reader == "auto" and local is not None:
+            reader = _auto_reader(local)
+        self._reader_kind = "ranges" if remote or reader == "ranges" else "native"
         if remote or reader == "ranges":
             from thresher.sources.remote.reader import RangeReader  # only byte-range reads need it
 
-            self._ranges = RangeReader(_objects(items, storage_options), storage_options,
-                                       read_options)
+            objects = (_objects(items, storage_options) if local is None
+                       else [RemoteObject(q, os.path.getsize(q)) for q in local])
+            self._ranges = RangeReader(objects, storage_options, read_options)
             self._paths = [o.url for o in self._ranges.objects]
             lengths = self._ranges.lengths()
             self._sizes = [-1] * len(self._paths)
             if remote:
                 self.suggested_reads_in_flight = REMOTE_READS_IN_FLIGHT
         else:
-            self._paths = resolve_paths(items)
+            assert local is not None
+            self._paths = local
             # Counted in parallel; cached with index=True. The sizes detect a local file that
             # shrinks under a reader (read_native).
             lengths, self._sizes = record_counts(self._paths, index=index)
@@ -171,6 +245,11 @@ class ArrayRecordSource:
     def _reader_cache(self) -> ReaderCache:
         most = self._max_open if self._max_open is not None else default_max_open(self._lengths)
         return ReaderCache(lambda i: open_reader(self._paths[i]), most, lambda r: r.close())
+
+    @property
+    def reader(self) -> str:
+        """``"native"`` (array_record's reader) or ``"ranges"`` (byte ranges and the chunk cache)."""
+        return self._reader_kind
 
     @property
     def paths(self) -> list[str]:
