@@ -8,6 +8,7 @@
  * or, in a source checkout, on first use (highway.py); the GIL is released while it hashes.
  *
  *   hash64(buffer, k0, k1, k2, k3) -> int
+ *   chunk_records(buffer, base, begin, limit, verify) -> tuple or None (see py_chunk_records)
  *   simd([on]) -> bool (whether whole packets are hashed with AVX2, where the CPU has it)
  *   small_chunks(buffer, base, begins, limits, verify) -> list (per chunk: bytes, a tuple or None)
  *
@@ -370,6 +371,230 @@ done:
     return result;
 }
 
+/* --- a chunk of many records, stored blocks copied straight to the records ---------------------
+ *
+ * chunk_records(buf, base, begin, limit, verify) reads the simple chunk at physical position
+ * begin (buf holds the file's bytes from base; the chunk must end by limit) without first
+ * joining its data into one buffer: the Riegeli block headers inside it are checked (hash with
+ * verify, and where they say the chunk starts and ends), the data is hashed as it is passed, and
+ * where the values are uncompressed or one zstd frame of stored and RLE blocks (incompressible
+ * records), they are copied from the file's bytes into the result once. It returns None for
+ * anything else (a compressed block, another compression, any check that fails: the general path
+ * in format.py then decides and names the error), else (num_records, sizes, sizes_frame, values):
+ * sizes the record sizes' varints (sizes_frame 0), or the Riegeli buffer of their zstd frame to
+ * decompress, its size prefix first (1). Nothing is returned unless the data hash matched. */
+
+typedef struct {
+    const unsigned char *buf;
+    int64_t len, base, pos; /* pos: the physical position of the next logical byte */
+    int hashing;
+    State h;
+    unsigned char pending[32];
+    size_t npending;
+} Logical;
+
+static void feed(Logical *r, const unsigned char *p, size_t n) {
+    if (!r->hashing || n == 0) return;
+    if (r->npending) {
+        size_t take = 32 - r->npending < n ? 32 - r->npending : n;
+        memcpy(r->pending + r->npending, p, take);
+        r->npending += take;
+        p += take;
+        n -= take;
+        if (r->npending < 32) return;
+        update_packet(&r->h, r->pending);
+        r->npending = 0;
+    }
+    size_t whole = n - n % 32;
+    update_packets(&r->h, p, whole);
+    memcpy(r->pending, p + whole, n - whole);
+    r->npending = n - whole;
+}
+
+/* n logical bytes (block headers skipped) to dst (NULL: passed over), hashed when hashing: 1, or
+ * 0 where they run past the buffer. */
+static int lread(Logical *r, unsigned char *dst, int64_t n) {
+    while (n > 0) {
+        if (r->pos % BLOCK == 0) r->pos += 24;
+        int64_t room = BLOCK - r->pos % BLOCK, take = n < room ? n : room, lo = r->pos - r->base;
+        if (lo < 0 || lo + take > r->len) return 0;
+        feed(r, r->buf + lo, (size_t)take);
+        if (dst) {
+            memcpy(dst, r->buf + lo, (size_t)take);
+            dst += take;
+        }
+        r->pos += take;
+        n -= take;
+    }
+    return 1;
+}
+
+static int lvarint(Logical *r, uint64_t *value, int64_t *used) {
+    uint64_t v = 0;
+    for (int shift = 0; shift <= 63; shift += 7) {
+        unsigned char byte;
+        if (!lread(r, &byte, 1)) return 0;
+        ++*used;
+        v |= (uint64_t)(byte & 0x7f) << shift;
+        if (byte < 0x80) {
+            *value = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The header of a zstd frame of raw and RLE blocks only (no dictionary, no checksum) whose content
+ * is expect bytes, read from r: 1, or 0 (left to zstandard). */
+static int lframe_header(Logical *r, uint64_t expect, int64_t *used) {
+    unsigned char h[6];
+    if (!lread(r, h, 5)) return 0;
+    *used += 5;
+    if (h[0] != 0x28 || h[1] != 0xb5 || h[2] != 0x2f || h[3] != 0xfd) return 0;
+    unsigned fhd = h[4];
+    int fcs_flag = fhd >> 6, single = (fhd >> 5) & 1;
+    if (fhd & 0x0f) return 0;
+    if (!single) {
+        if (!lread(r, h, 1)) return 0; /* the window descriptor */
+        ++*used;
+    }
+    int fcs_bytes = fcs_flag == 0 ? single : (fcs_flag == 1 ? 2 : (fcs_flag == 2 ? 4 : 8));
+    if (fcs_bytes) {
+        unsigned char f[8];
+        uint64_t size = 0;
+        if (!lread(r, f, fcs_bytes)) return 0;
+        *used += fcs_bytes;
+        for (int i = fcs_bytes - 1; i >= 0; --i) size = (size << 8) | f[i];
+        if (fcs_bytes == 2) size += 256;
+        if (size != expect) return 0;
+    }
+    return 1;
+}
+
+/* The blocks of that frame, content to dst (expect bytes), reading exactly avail bytes of r: 1 or 0. */
+static int lframe_blocks(Logical *r, unsigned char *dst, int64_t expect, int64_t avail) {
+    int64_t written = 0, used = 0;
+    for (;;) {
+        unsigned char b[3];
+        if (used + 3 > avail || !lread(r, b, 3)) return 0;
+        used += 3;
+        uint32_t header = (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16);
+        int last = header & 1, type = (header >> 1) & 3;
+        int64_t size = header >> 3;
+        if (written + size > expect) return 0;
+        if (type == 0) {
+            if (used + size > avail || !lread(r, dst + written, size)) return 0;
+            used += size;
+        } else if (type == 1) {
+            unsigned char byte;
+            if (used + 1 > avail || !lread(r, &byte, 1)) return 0;
+            used += 1;
+            memset(dst + written, byte, (size_t)size);
+        } else {
+            return 0;
+        }
+        written += size;
+        if (last) break;
+    }
+    return used == avail && written == expect;
+}
+
+static PyObject *py_chunk_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    long long base, begin, limit;
+    int verify;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*LLLp", &view, &base, &begin, &limit, &verify)) return NULL;
+    PyObject *result = NULL, *sizes = NULL, *values = NULL;
+    unsigned char *frame = NULL;
+    Logical r;
+    memset(&r, 0, sizeof(r));
+    r.buf = (const unsigned char *)view.buf;
+    r.len = view.len;
+    r.base = base;
+    r.pos = begin;
+    unsigned char h[40];
+    if (begin < base || !lread(&r, h, 40)) goto none;
+    uint64_t stored = load64(h), data_size = load64(h + 8), data_hash = load64(h + 16);
+    uint64_t type_and_count = load64(h + 24), decoded = load64(h + 32);
+    if (verify && stored != hash64(h + 8, 32, RIEGELI)) goto none;
+    if ((type_and_count & 0xff) != 0x72 || data_size < 2 || data_size > (uint64_t)view.len) goto none;
+    int64_t end = add_with_overhead(begin, 40 + (int64_t)data_size);
+    if (end > limit || end - base > view.len) goto none;
+    for (int64_t block = begin + (BLOCK - begin % BLOCK) % BLOCK; block < end; block += BLOCK) {
+        if (block - base + 24 > view.len) goto none;
+        const unsigned char *b = r.buf + (block - base);
+        if (verify && load64(b) != hash64(b + 8, 16, RIEGELI)) goto none;
+        if (load64(b + 8) != (uint64_t)(block - begin) || load64(b + 16) != (uint64_t)(end - block)) goto none;
+    }
+    init(&r.h, RIEGELI);
+    r.hashing = 1;
+    int64_t used = 0, n = (int64_t)data_size;
+    unsigned char compression;
+    uint64_t sizes_len, values_size;
+    if (!lread(&r, &compression, 1)) goto none;
+    used = 1;
+    if (!lvarint(&r, &sizes_len, &used) || sizes_len > (uint64_t)(n - used)) goto none;
+    int frame_kind = 0;
+    if (compression == 0x00) { /* uncompressed: the sizes' varints, then the values */
+        if ((sizes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizes_len)) == NULL) goto fail;
+        if (!lread(&r, (unsigned char *)PyBytes_AS_STRING(sizes), (int64_t)sizes_len)) goto none;
+        used += (int64_t)sizes_len;
+        values_size = (uint64_t)(n - used);
+        if (values_size != decoded) goto none;
+        if ((values = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)values_size)) == NULL) goto fail;
+        int ok;
+        Py_BEGIN_ALLOW_THREADS
+        ok = lread(&r, (unsigned char *)PyBytes_AS_STRING(values), (int64_t)values_size);
+        Py_END_ALLOW_THREADS
+        if (!ok) goto none;
+    } else if (compression == 0x7a) { /* zstd: [varint size][frame] of sizes_len, then [varint size][frame] */
+        frame = (unsigned char *)PyMem_Malloc(sizes_len ? (size_t)sizes_len : 1);
+        if (frame == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        if (!lread(&r, frame, (int64_t)sizes_len)) goto none;
+        used += (int64_t)sizes_len;
+        int64_t at = 0;
+        uint64_t sizes_size;
+        if (!varint(frame, (int64_t)sizes_len, &at, &sizes_size) || sizes_size > 10 * (type_and_count >> 8) + 10)
+            goto none;
+        if ((sizes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizes_size)) == NULL) goto fail;
+        if (!raw_frame(frame + at, (int64_t)sizes_len - at, (int64_t)sizes_size,
+                       (unsigned char *)PyBytes_AS_STRING(sizes))) {
+            Py_DECREF(sizes); /* a compressed frame: the caller decompresses it, size prefix and all */
+            sizes = PyBytes_FromStringAndSize((const char *)frame, (Py_ssize_t)sizes_len);
+            if (sizes == NULL) goto fail;
+            frame_kind = 1;
+        }
+        if (!lvarint(&r, &values_size, &used) || values_size != decoded || !lframe_header(&r, values_size, &used)
+            || used > n || values_size > (uint64_t)(n - used) * 32768)
+            goto none; /* the bound: an RLE block of 4 bytes makes at most 128 KiB (before the hash is checked) */
+        if ((values = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)values_size)) == NULL) goto fail;
+        int ok;
+        Py_BEGIN_ALLOW_THREADS
+        ok = lframe_blocks(&r, (unsigned char *)PyBytes_AS_STRING(values), (int64_t)values_size, n - used);
+        Py_END_ALLOW_THREADS
+        if (!ok) goto none;
+    } else {
+        goto none;
+    }
+    if (r.npending) remainder_(&r.h, r.pending, r.npending);
+    if (finish(&r.h) != data_hash) goto none;
+    result = Py_BuildValue("(KOiO)", (unsigned long long)(type_and_count >> 8), sizes, frame_kind, values);
+    goto fail; /* the references built into result are its own */
+none:
+    Py_INCREF(Py_None);
+    result = Py_None;
+fail:
+    Py_XDECREF(sizes);
+    Py_XDECREF(values);
+    PyMem_Free(frame);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* simd() -> whether hashes use the AVX2 loop; simd(False) turns it off, simd(True) back on where
  * the CPU has AVX2 (for tests that compare both loops). */
 static PyObject *py_simd(PyObject *self, PyObject *args) {
@@ -383,6 +608,8 @@ static PyObject *py_simd(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
+    {"chunk_records", py_chunk_records, METH_VARARGS,
+     "chunk_records(buffer, base, begin, limit, verify) -> (num_records, sizes, sizes_frame, values) or None."},
     {"simd", py_simd, METH_VARARGS,
      "simd([on]) -> bool: whether hash64 uses the AVX2 loop (on=False: the portable one)."},
     {"small_chunks", py_small_chunks, METH_VARARGS,

@@ -202,6 +202,41 @@ def simple_chunk_records(header: ChunkHeader, data: bytes | memoryview) -> tuple
     return bounds, values
 
 
+def chunk_records(buf: bytes | memoryview, base: int, begin: int, limit: int,
+                  verify: bool = True) -> tuple[list[int], bytes] | None:
+    """:func:`read_chunk` and :func:`simple_chunk_records` at once, in C, for a simple chunk whose
+    values are uncompressed or one zstd frame of stored blocks (incompressible records: JPEG,
+    audio, random bytes): ``(bounds, values)``, the values copied once from ``buf`` (not
+    joined into one buffer, then decompressed into another). None where the general path must
+    decide: a compressed block, another compression, any failed check, no C module.
+
+    It checks what the general path checks: the chunk header's hash (with ``verify``), each
+    block header inside the chunk (its hash with ``verify``, and where it says the chunk starts
+    and ends), the chunk's end against ``limit``, the data hash, and the sizes against the header.
+    The record count (``len(bounds) - 1``) is left to the caller, as :func:`simple_chunk_records`
+    leaves it.
+
+    Example:
+        >>> chunk_records(b"", 0, 0, 64) is None   # no chunk there
+        True
+    """
+    module = native_module()
+    if module is None or not hasattr(module, "chunk_records"):  # a module built from an older source
+        return None
+    made = module.chunk_records(buf, base, begin, limit, verify)
+    if made is None:
+        return None
+    count, sizes_buf, framed, values = made
+    try:
+        sizes = _sizes(decompress(ZSTD, sizes_buf) if framed else sizes_buf, count)
+    except Exception:  # a frame or varint that does not decode, or no zstandard: the general path names it
+        return None
+    bounds = [0, *itertools.accumulate(sizes)]
+    if len(sizes) != count or bounds[-1] != len(values):
+        return None
+    return bounds, values
+
+
 def small_chunk_records(buf: bytes | memoryview, base: int, begin: int, limit: int,
                         verify: bool = True) -> tuple[list[int], bytes, int] | None:
     """:func:`read_chunk` and :func:`simple_chunk_records` at once for a chunk of one record

@@ -60,6 +60,7 @@ from thresher.sources.remote.format import (
     BLOCK_SIZE,
     FileIndex,
     FormatError,
+    chunk_records,
     parse_footer,
     parse_postscript,
     read_chunk,
@@ -368,9 +369,13 @@ class RangeReader:
             small = small_chunk_records(data, base, begin, end, self.options.verify_headers)
             if small is not None:
                 return small[0], small[1]
+        want = min(g, index.num_records - c * g)
+        if want > 1:  # stored (incompressible) values copied once, in C; None: the general path decides
+            fast = chunk_records(data, base, begin, end, self.options.verify_headers)
+            if fast is not None and len(fast[0]) - 1 == want:
+                return fast
         header, body = read_chunk(data, base, begin, end, self.options.verify_headers)
         bounds, values = simple_chunk_records(header, body)
-        want = min(g, index.num_records - c * g)
         if header.num_records != want:
             raise FormatError(f"the chunk holds {header.num_records} records, the footer says {want}")
         return bounds, values
