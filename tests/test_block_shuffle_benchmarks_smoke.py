@@ -25,3 +25,13 @@ def test_throughput_runs_every_variant(tmp_path: str, capsys) -> None:  # type: 
                                           "--repeats", "1", "--latency-ms", "0", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "remote g4096 block" in printed and "local g65536 block" in printed
+
+
+def test_the_readers_benchmark_runs_and_says_what_auto_picks(tmp_path: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks import array_record_readers
+
+    assert array_record_readers.main(["--records", "3000", "--record-bytes", "50", "--groups", "1,2048",
+                                      "--seconds", "0.2", "--repeats", "1", "--dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    picks = {line.split()[0]: line.split()[-1] for line in lines if line.split() and line.split()[0].isdigit()}
+    assert picks == {"1": "native", "2048": "ranges"}

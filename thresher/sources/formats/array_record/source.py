@@ -47,10 +47,9 @@ _GLOB_CHARS = frozenset("*?[")
 REMOTE_READS_IN_FLIGHT = 1
 #: ``reader="auto"`` reads local files of chunks this large or larger through byte ranges and the
 #: chunk cache. array_record's native reader decodes a whole chunk for every record read out of
-#: order: measured (benchmarks/README.md, "Which reader"), 100,000 records of 1 KB, full shuffle,
-#: the native reader read 12,519 records/s at group_size 256 and 516 at 1,024 (136 at 4,096), the
-#: chunk cache 3,598 and 4,317 (5,224) with a cache of a sixth of the data; with a block shuffle
-#: the cache wins from group_size 64 on.
+#: order (``python -m benchmarks.array_record_readers``; benchmarks/README.md has the figures):
+#: in a full shuffle over data 6x the cache the native reader wins at group_size 256 and below,
+#: the chunk cache from 1,024 on; in a block shuffle the chunk cache wins from 64 on.
 AUTO_RANGES_GROUP_SIZE = 1024
 #: array_record's group size where a file's writer options do not name one.
 ARRAY_RECORD_DEFAULT_GROUP_SIZE = 65536
@@ -218,7 +217,6 @@ class ArrayRecordSource:
         local = None if remote else resolve_paths(items)
         if reader == "auto" and local is not None:
             reader = _auto_reader(local)
-        self._reader_kind = "ranges" if remote or reader == "ranges" else "native"
         if remote or reader == "ranges":
             from thresher.sources.remote.reader import RangeReader  # only byte-range reads need it
 
@@ -249,7 +247,7 @@ class ArrayRecordSource:
     @property
     def reader(self) -> str:
         """``"native"`` (array_record's reader) or ``"ranges"`` (byte ranges and the chunk cache)."""
-        return self._reader_kind
+        return "native" if self._ranges is None else "ranges"
 
     @property
     def paths(self) -> list[str]:
