@@ -558,8 +558,9 @@ static PyObject *py_chunk_records(PyObject *self, PyObject *args) {
         used += (int64_t)sizes_len;
         int64_t at = 0;
         uint64_t sizes_size;
-        if (!varint(frame, (int64_t)sizes_len, &at, &sizes_size) || sizes_size > 10 * (type_and_count >> 8) + 10)
-            goto none;
+        if (!varint(frame, (int64_t)sizes_len, &at, &sizes_size) || sizes_size > 10 * (type_and_count >> 8) + 10
+            || sizes_size > ((uint64_t)sizes_len - (uint64_t)at) * 32768)
+            goto none; /* bounds before the hash is checked: 10 bytes a size; RLE makes 32768x at most */
         if ((sizes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizes_size)) == NULL) goto fail;
         if (!raw_frame(frame + at, (int64_t)sizes_len - at, (int64_t)sizes_size,
                        (unsigned char *)PyBytes_AS_STRING(sizes))) {
@@ -571,6 +572,9 @@ static PyObject *py_chunk_records(PyObject *self, PyObject *args) {
         if (!lvarint(&r, &values_size, &used) || values_size != decoded || !lframe_header(&r, values_size, &used)
             || used > n || values_size > (uint64_t)(n - used) * 32768)
             goto none; /* the bound: an RLE block of 4 bytes makes at most 128 KiB (before the hash is checked) */
+        Logical peek = r; /* the first block's type, before the values' room is allocated */
+        unsigned char first[3];
+        if (!lread(&peek, first, 3) || ((first[0] >> 1) & 3) > 1) goto none; /* compressed: zstandard's */
         if ((values = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)values_size)) == NULL) goto fail;
         int ok;
         Py_BEGIN_ALLOW_THREADS
