@@ -123,3 +123,19 @@ def test_without_the_decompressor_the_native_reader_reads(files: dict[str, str])
                           capture_output=True, text=True, timeout=120, check=True,
                           env=dict(os.environ, PYTHONPATH=REPO))
     assert done.stdout.split() == ["native", "True"]
+
+
+def test_one_record_chunks_through_byte_ranges_are_read_by_the_block(files: dict[str, str]) -> None:
+    # reader="ranges" on a local group_size-1 file: the read-ahead thread the source asks for tells
+    # the reader a block shuffle's blocks, each fetched whole (before: one request per record)
+    src = th.sources.ArrayRecordSource(files["one"], reader="ranges")
+    assert src.suggested_reads_in_flight == 1
+    assert th.sources.ArrayRecordSource(files["big"]).suggested_reads_in_flight == 0
+    shuffle = th.BlockShuffle(block_size=512, window_blocks=2)
+    sampler = th.IndexSampler(len(src), shuffle=shuffle, seed=0, num_epochs=1)
+    loader = th.DataLoader(src, sampler, [key_of, th.Batch(100)], worker_count=0)
+    keys = [int(k) for batch in loader for k in batch]
+    assert sorted(keys) == list(range(len(RECORDS)))
+    reader = src._ranges
+    assert reader is not None
+    assert reader.requests <= 4 * -(-len(RECORDS) // 512), reader.requests  # a few per block, not per record
