@@ -139,3 +139,27 @@ def test_one_record_chunks_through_byte_ranges_are_read_by_the_block(files: dict
     reader = src._ranges
     assert reader is not None
     assert reader.requests <= 4 * -(-len(RECORDS) // 512), reader.requests  # a few per block, not per record
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_state_resumes_at_the_next_batch_through_the_chunk_cache(files: dict[str, str], workers: int) -> None:
+    # a block shuffle over a file of large chunks (read through byte ranges by default): a fresh
+    # iterator given a saved state continues with the very next batch, with another worker count too
+    src = th.sources.ArrayRecordSource(files["big"])
+    assert src.reader == "ranges"
+    shuffle = th.BlockShuffle.of_source(src, block_size=AUTO_RANGES_GROUP_SIZE, window_blocks=2)
+    sampler = th.IndexSampler(len(src), shuffle=shuffle, seed=5, num_epochs=2)
+
+    def loader(w: int) -> Any:
+        return th.DataLoader(src, sampler, [key_of, th.Batch(128)], worker_count=w)
+
+    full = [np.asarray(b).tolist() for b in loader(0)]
+    it = iter(loader(workers))
+    for _ in range(17):  # into the second window
+        next(it)
+    state = it.get_state()
+    it.close()
+    fresh = iter(loader(2 - workers))
+    fresh.set_state(state)
+    assert [np.asarray(b).tolist() for b in fresh] == full[17:]
+    fresh.close()
