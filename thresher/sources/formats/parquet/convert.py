@@ -212,13 +212,27 @@ def plain_batch(table: Any, columns: Sequence[str], types: Sequence[Any]) -> Any
     pa = pyarrow()
     arrays = []
     for c, t in zip(columns, types, strict=True):
-        arr = table.column(c).combine_chunks()
+        arr = one_array(table.column(c))
         if pa.types.is_dictionary(arr.type):  # each row group has its own dictionary
             arr = arr.dictionary_decode()
         if pa.types.is_null(arr.type) and not pa.types.is_null(t):
             arr = pa.nulls(len(arr), type=t)
         arrays.append(arr)
     return pa.RecordBatch.from_arrays(arrays, names=list(columns))
+
+
+def one_array(column: Any) -> Any:
+    """A chunked array as one array: its only chunk as it is (``combine_chunks`` copies even
+    one chunk: a whole row group's bytes, into fresh memory), else the chunks joined.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> one_array(pa.chunked_array([[1, 2], [3]])).to_pylist(), one_array(pa.chunked_array([["a"]])).to_pylist()
+        ([1, 2, 3], ['a'])
+    """
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return column.combine_chunks()
 
 
 def column_converter(t: Any) -> Callable[[Any], list[Any]]:
@@ -258,7 +272,7 @@ def column_values(arr: Any) -> list[Any]:
     """
     pa = pyarrow()
     if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+        arr = one_array(arr)
     t = arr.type
     if pa.types.is_dictionary(t):
         return column_values(arr.dictionary_decode())
