@@ -11,6 +11,8 @@
  *   chunk_records(buffer, base, begin, limit, verify) -> tuple or None (see py_chunk_records)
  *   simd([on]) -> bool (whether whole packets are hashed with AVX2, where the CPU has it)
  *   small_chunks(buffer, base, begins, limits, verify) -> list (per chunk: bytes, a tuple or None)
+ *   gather_binary(specs, col, slots, rows, text, wide) -> list; gather_fixed(...) -> (bytes, nulls)
+ *     (rows of Arrow columns read from their buffers, for ParquetSource: see below)
  *
  * small_chunks checks many chunks of one record each (a block of a group_size-1 file) in one
  * call, as format.small_chunk_records does one: see that function for what each field is.
@@ -611,6 +613,275 @@ static PyObject *py_simd(PyObject *self, PyObject *args) {
     return PyBool_FromLong(avx2_ok);
 }
 
+/* ---- rows of Arrow columns, gathered (ParquetSource) ------------------------------------------
+ *
+ * A batch of a shuffled read wants row rows[i] of table slots[i] for every key i, from many
+ * decoded row groups (Arrow record batches). Arrow's take needs one call per table and then a
+ * conversion to Python values; these read the columns' buffers directly and make the values in
+ * one pass. specs[s] is table s's tuple: one bytes object per column, a ColSpec (where its Arrow
+ * buffers are and how long, and the array's offset), then the objects that own those buffers.
+ * Only gather.Gatherer.spec makes them (the addresses are trusted: a spec from anywhere else can
+ * crash the process); every position read is checked against its buffer's length. */
+typedef struct {
+    const unsigned char *valid; /* NULL: no nulls */
+    Py_ssize_t valid_len;
+    const unsigned char *a; /* offsets (binary) or values (fixed) */
+    Py_ssize_t a_len;
+    const unsigned char *b; /* data (binary) */
+    Py_ssize_t b_len;
+    Py_ssize_t offset;
+} ColSpec;
+
+typedef struct {
+    int loaded;
+    ColSpec c;
+} Column;
+
+static void release_columns(Column *cols, Py_ssize_t n) {
+    (void)n;
+    PyMem_Free(cols);
+}
+
+static int load_column(PyObject *specs, Py_ssize_t s, Py_ssize_t col, Column *c) {
+    PyObject *table = PyTuple_GET_ITEM(specs, s);
+    if (!PyTuple_Check(table) || col < 0 || col >= PyTuple_GET_SIZE(table) - 1) {
+        PyErr_Format(PyExc_ValueError, "gather: table %zd has no column %zd", s, col);
+        return 0;
+    }
+    PyObject *entry = PyTuple_GET_ITEM(table, col);
+    if (!PyBytes_Check(entry) || PyBytes_GET_SIZE(entry) != (Py_ssize_t)sizeof(ColSpec)) {
+        PyErr_Format(PyExc_ValueError, "gather: column %zd of table %zd is not a column spec", col, s);
+        return 0;
+    }
+    memcpy(&c->c, PyBytes_AS_STRING(entry), sizeof(ColSpec));
+    if (c->c.offset < 0 || c->c.valid_len < 0 || c->c.a_len < 0 || c->c.b_len < 0) {
+        PyErr_Format(PyExc_ValueError, "gather: column %zd of table %zd has a negative length", col, s);
+        return 0;
+    }
+    c->loaded = 1;
+    return 1;
+}
+
+/* The key arrays (int64, equal lengths) and the table of key i's column, loaded once a call. */
+typedef struct {
+    Py_buffer slots, rows;
+    const int64_t *slot, *row;
+    Py_ssize_t n, ntables;
+    Column *cols;
+} Keys;
+
+static int keys_open(Keys *k, PyObject *specs, PyObject *slots, PyObject *rows) {
+    memset(k, 0, sizeof(*k));
+    if (!PyTuple_Check(specs)) {
+        PyErr_SetString(PyExc_TypeError, "gather: specs must be a tuple");
+        return 0;
+    }
+    if (PyObject_GetBuffer(slots, &k->slots, PyBUF_SIMPLE) < 0) return 0;
+    if (PyObject_GetBuffer(rows, &k->rows, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&k->slots);
+        return 0;
+    }
+    if (k->slots.len != k->rows.len || k->slots.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "gather: slots and rows must be int64 arrays of one length");
+        goto fail;
+    }
+    k->n = k->slots.len / 8;
+    k->slot = (const int64_t *)k->slots.buf;
+    k->row = (const int64_t *)k->rows.buf;
+    k->ntables = PyTuple_GET_SIZE(specs);
+    k->cols = (Column *)PyMem_Calloc(k->ntables ? (size_t)k->ntables : 1, sizeof(Column));
+    if (k->cols == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    return 1;
+fail:
+    PyBuffer_Release(&k->slots);
+    PyBuffer_Release(&k->rows);
+    return 0;
+}
+
+static void keys_close(Keys *k) {
+    if (k->cols != NULL) release_columns(k->cols, k->ntables);
+    k->cols = NULL;
+    PyBuffer_Release(&k->slots);
+    PyBuffer_Release(&k->rows);
+}
+
+/* Key i's column and its element index in the buffers; NULL (an error set) if out of range. */
+static ColSpec *key_column(Keys *k, PyObject *specs, Py_ssize_t col, Py_ssize_t i,
+                           Py_ssize_t *index, int *is_null) {
+    int64_t s = k->slot[i], r = k->row[i];
+    if (s < 0 || s >= k->ntables || PyTuple_GET_ITEM(specs, (Py_ssize_t)s) == Py_None) {
+        PyErr_Format(PyExc_ValueError, "gather: key %zd names table %lld, which is not there", i, (long long)s);
+        return NULL;
+    }
+    Column *col_ = &k->cols[s];
+    if (!col_->loaded && !load_column(specs, (Py_ssize_t)s, col, col_)) return NULL;
+    ColSpec *c = &col_->c;
+    if (r < 0 || r > PY_SSIZE_T_MAX / 16 - c->offset) {
+        PyErr_Format(PyExc_IndexError, "gather: row %lld of key %zd is out of range", (long long)r, i);
+        return NULL;
+    }
+    Py_ssize_t at = c->offset + (Py_ssize_t)r;
+    *index = at;
+    *is_null = 0;
+    if (c->valid != NULL) {
+        if ((at >> 3) >= c->valid_len) {
+            PyErr_Format(PyExc_IndexError, "gather: row %lld is past the validity bitmap", (long long)r);
+            return NULL;
+        }
+        *is_null = !((c->valid[at >> 3] >> (at & 7)) & 1);
+    }
+    return c;
+}
+
+/* gather_binary(specs, col, slots, rows, text, wide) -> list of str (text) or bytes, None where null */
+static PyObject *py_gather_binary(PyObject *self, PyObject *args) {
+    PyObject *specs, *slots, *rows;
+    Py_ssize_t col;
+    int text, wide;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnOOpp", &specs, &col, &slots, &rows, &text, &wide)) return NULL;
+    Keys k;
+    if (!keys_open(&k, specs, slots, rows)) return NULL;
+    PyObject *out = NULL;
+    /* two passes: where each value is (independent loads the CPU overlaps, each value's bytes
+     * prefetched), then the objects made from bytes that are in the cache by then */
+    const char **where = (const char **)PyMem_Malloc((k.n ? (size_t)k.n : 1) * sizeof(char *));
+    Py_ssize_t *size = (Py_ssize_t *)PyMem_Malloc((k.n ? (size_t)k.n : 1) * sizeof(Py_ssize_t));
+    if (where == NULL || size == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    Py_ssize_t width = wide ? 8 : 4;
+    for (Py_ssize_t i = 0; i < k.n; ++i) {
+        Py_ssize_t at;
+        int is_null;
+        ColSpec *c = key_column(&k, specs, col, i, &at, &is_null);
+        if (c == NULL) goto fail;
+        if (is_null) {
+            where[i] = NULL;
+            size[i] = -1; /* null (an empty value may have no data buffer: where NULL, size 0) */
+            continue;
+        }
+        if (at > c->a_len / width - 2) {
+            PyErr_Format(PyExc_IndexError, "gather: row %lld is past the offsets", (long long)k.row[i]);
+            goto fail;
+        }
+        int64_t start, end;
+        const unsigned char *o = c->a + at * width;
+        if (wide) {
+            memcpy(&start, o, 8);
+            memcpy(&end, o + 8, 8);
+        } else {
+            int32_t s32, e32;
+            memcpy(&s32, o, 4);
+            memcpy(&e32, o + 4, 4);
+            start = s32;
+            end = e32;
+        }
+        if (start < 0 || end < start || end > (int64_t)c->b_len) {
+            PyErr_Format(PyExc_ValueError, "gather: row %lld has offsets %lld..%lld outside its data (%zd bytes)",
+                         (long long)k.row[i], (long long)start, (long long)end, c->b_len);
+            goto fail;
+        }
+        where[i] = (const char *)c->b + start;
+        size[i] = (Py_ssize_t)(end - start);
+#if defined(__GNUC__) || defined(__clang__)
+        if (where[i] != NULL)
+            for (Py_ssize_t line = 0; line < size[i] && line < 512; line += 64) __builtin_prefetch(where[i] + line);
+#endif
+    }
+    out = PyList_New(k.n);
+    if (out == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < k.n; ++i) {
+        PyObject *v;
+        if (size[i] < 0) {
+            Py_INCREF(Py_None);
+            v = Py_None;
+        } else {
+            v = text ? PyUnicode_DecodeUTF8(where[i], size[i], NULL) : PyBytes_FromStringAndSize(where[i], size[i]);
+            if (v == NULL) goto fail;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    PyMem_Free(where);
+    PyMem_Free(size);
+    keys_close(&k);
+    return out;
+fail:
+    Py_XDECREF(out);
+    PyMem_Free(where);
+    PyMem_Free(size);
+    keys_close(&k);
+    return NULL;
+}
+
+/* gather_fixed(specs, col, slots, rows, itemsize) -> (bytes, nulls): the keys' values, itemsize
+ * bytes each (itemsize 0: bits, one byte 0 or 1 each), and the list of the keys that are null
+ * (their bytes zero), or None when none is. */
+static PyObject *py_gather_fixed(PyObject *self, PyObject *args) {
+    PyObject *specs, *slots, *rows;
+    Py_ssize_t col, itemsize;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnOOn", &specs, &col, &slots, &rows, &itemsize)) return NULL;
+    if (itemsize < 0 || itemsize > 64) {
+        PyErr_SetString(PyExc_ValueError, "gather: itemsize must be 0 (bits) to 64");
+        return NULL;
+    }
+    Keys k;
+    if (!keys_open(&k, specs, slots, rows)) return NULL;
+    PyObject *nulls = NULL, *out = NULL;
+    Py_ssize_t step = itemsize ? itemsize : 1;
+    if (k.n > PY_SSIZE_T_MAX / 64) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    out = PyBytes_FromStringAndSize(NULL, k.n * step);
+    if (out == NULL) goto fail;
+    unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < k.n; ++i, dst += step) {
+        Py_ssize_t at;
+        int is_null;
+        ColSpec *c = key_column(&k, specs, col, i, &at, &is_null);
+        if (c == NULL) goto fail;
+        if (is_null) {
+            memset(dst, 0, (size_t)step);
+            if (nulls == NULL && (nulls = PyList_New(0)) == NULL) goto fail;
+            PyObject *j = PyLong_FromSsize_t(i);
+            if (j == NULL || PyList_Append(nulls, j) < 0) {
+                Py_XDECREF(j);
+                goto fail;
+            }
+            Py_DECREF(j);
+            continue;
+        }
+        if (itemsize) {
+            if (at >= c->a_len / itemsize) {
+                PyErr_Format(PyExc_IndexError, "gather: row %lld is past the values", (long long)k.row[i]);
+                goto fail;
+            }
+            memcpy(dst, c->a + at * itemsize, (size_t)itemsize);
+        } else {
+            if ((at >> 3) >= c->a_len) {
+                PyErr_Format(PyExc_IndexError, "gather: row %lld is past the bits", (long long)k.row[i]);
+                goto fail;
+            }
+            *dst = (c->a[at >> 3] >> (at & 7)) & 1;
+        }
+    }
+    keys_close(&k);
+    PyObject *result = Py_BuildValue("(NO)", out, nulls ? nulls : Py_None);
+    Py_XDECREF(nulls);
+    return result;
+fail:
+    Py_XDECREF(out);
+    Py_XDECREF(nulls);
+    keys_close(&k);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"chunk_records", py_chunk_records, METH_VARARGS,
      "chunk_records(buffer, base, begin, limit, verify) -> (num_records, sizes, sizes_frame, values) or None."},
@@ -619,6 +890,10 @@ static PyMethodDef methods[] = {
     {"small_chunks", py_small_chunks, METH_VARARGS,
      "small_chunks(buffer, base, begins, limits, verify) -> list: per chunk of one record, its bytes, "
      "zstd frames to decompress, or None."},
+    {"gather_binary", py_gather_binary, METH_VARARGS,
+     "gather_binary(specs, col, slots, rows, text, wide) -> list: each key's string (text) or bytes, or None."},
+    {"gather_fixed", py_gather_fixed, METH_VARARGS,
+     "gather_fixed(specs, col, slots, rows, itemsize) -> (bytes, nulls): each key's value bytes (0: a bit)."},
     {"hash64", py_hash64, METH_VARARGS,
      "hash64(data, k0, k1, k2, k3) -> the 64-bit HighwayHash of a bytes-like object."},
     {NULL, NULL, 0, NULL},

@@ -2,10 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
+
+from thresher.sources.formats.parquet import gather as gather_module
+
+
+@contextmanager
+def gather_path(native: bool) -> Iterator[None]:
+    """Sources whose first read comes inside read their batches with the C gatherer (``native``)
+    or with Arrow's take and merged tables."""
+    saved = gather_module.NATIVE_GATHER
+    gather_module.NATIVE_GATHER = native
+    try:
+        yield
+    finally:
+        gather_module.NATIVE_GATHER = saved
+
+
+def typed(value: Any) -> Any:
+    """``value`` with every leaf's type (and dtype) beside it: equal only where the values are
+    equal and of the same types."""
+    if isinstance(value, dict):
+        return {k: typed(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [typed(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return ("ndarray", str(value.dtype), value.shape, value.tobytes())
+    if isinstance(value, np.generic):
+        return (type(value).__name__, str(value.dtype), value.tobytes())
+    return (type(value).__name__, value)
 
 
 def plain(value: Any) -> Any:

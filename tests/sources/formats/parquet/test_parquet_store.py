@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import thresher as th
-from tests.sources.formats.parquet.expected import plain, pyarrow_rows
+from tests.sources.formats.parquet.expected import gather_path, plain, pyarrow_rows
 from tests.sources.formats.parquet.test_parquet_values import tables
 from thresher.sources.formats.parquet import store as store_module
 from thresher.sources.formats.parquet.store import RowGroupStore
@@ -25,12 +25,13 @@ from thresher.sources.formats.parquet.store import RowGroupStore
 @contextmanager
 def merging(max_pieces: int = 0, call_bytes: int = 1 << 40, segment_bytes: int = 1 << 30) -> Iterator[None]:
     """Stores merge at once (any batch over two tables pays for a merge), in segments of
-    ``segment_bytes``."""
+    ``segment_bytes``; sources made inside read with Arrow's take."""
     saved = store_module.MAX_PIECES, store_module.TAKE_CALL_BYTES, store_module.SEGMENT_BYTES
     store_module.MAX_PIECES, store_module.TAKE_CALL_BYTES, store_module.SEGMENT_BYTES = \
         max_pieces, call_bytes, segment_bytes
     try:
-        yield
+        with gather_path(native=False):  # the C gatherer never merges
+            yield
     finally:
         store_module.MAX_PIECES, store_module.TAKE_CALL_BYTES, store_module.SEGMENT_BYTES = saved
 
@@ -44,9 +45,11 @@ def _wide(n: int, seed: int) -> pa.Array:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=tables(), wide=st.booleans(), batches=st.lists(st.lists(st.integers(0, 10**6), max_size=24),
                                                             min_size=1, max_size=6),
-       budget=st.sampled_from([0.0, 0.3, 0.6, 2.0]), segment=st.sampled_from([256, 1 << 30]))
+       budget=st.sampled_from([0.0, 0.3, 0.6, 2.0]), segment=st.sampled_from([256, 1 << 30]),
+       native=st.booleans())
 def test_merges_and_evictions_keep_pyarrows_rows(tmp_path_factory: Any, case: Any, wide: bool,
-                                                 batches: list[list[int]], budget: float, segment: int) -> None:
+                                                 batches: list[list[int]], budget: float, segment: int,
+                                                 native: bool) -> None:
     table, group, page_index, dictionary = case
     if wide:
         table = table.append_column("blob", _wide(table.num_rows, group))
@@ -56,7 +59,7 @@ def test_merges_and_evictions_keep_pyarrows_rows(tmp_path_factory: Any, case: An
     probe = th.sources.ParquetSource(path)
     probe.__getitems__(list(range(len(probe))))
     cache = int(budget * probe.cache_info()["bytes"])
-    with merging(segment_bytes=segment):
+    with merging(segment_bytes=segment), gather_path(native):  # native: no merges, evictions alone
         src = th.sources.ParquetSource(path, cache_bytes=cache)
         for batch in batches:
             keys = [k % len(src) for k in batch]

@@ -44,6 +44,7 @@ from thresher.sources.formats.parquet.files import (
     read_layout,
     select_columns,
 )
+from thresher.sources.formats.parquet.gather import Gatherer
 from thresher.sources.formats.parquet.remote import RangeFile, RangeStats
 from thresher.sources.formats.parquet.store import RowGroupStore
 from thresher.sources.protocol import check_keys, join_blocks
@@ -163,8 +164,19 @@ class ParquetSource:
             with local["lock"]:
                 store = local["cache"]
                 if store is None:
-                    store = local["cache"] = RowGroupStore(self.cache_bytes, len(self._rg_file))
+                    gatherer = self._gatherer()
+                    store = local["cache"] = RowGroupStore(self.cache_bytes, len(self._rg_file),
+                                                           None if gatherer is None else gatherer.spec)
         return store
+
+    def _gatherer(self) -> Gatherer | None:
+        """This process's gatherer of the narrow columns (None: Arrow's take; see ``gather``)."""
+        local = self._process()
+        if "gatherer" not in local:
+            types = dict(zip(self.columns, self._types, strict=True))
+            local["gatherer"] = Gatherer.of([types[c] for c in self._narrow])
+        gatherer: Gatherer | None = local["gatherer"]
+        return gatherer
 
     def _opener(self, obj: RemoteObject, metadata: Any = None) -> Any:
         if not is_url(obj.url):
@@ -318,6 +330,8 @@ class ParquetSource:
     def _gather(self, plan: Any, rows: np.ndarray) -> list[dict[str, Any]]:
         """The records of the planned keys (rows ``rows`` of their row groups), in key order."""
         store = self._store()
+        if plan.located:  # every narrow column read from the tables' buffers in C
+            return self._gather_located(plan, rows)
         pieces, order = plan.gather(rows) if self._narrow else ([], None)
         wide = plan.extras() if self._wide else None
         store.maybe_merge()
@@ -346,6 +360,19 @@ class ParquetSource:
                 for record, held, r in zip(records, wide, row_list, strict=True):
                     record[c] = held[w][r]
         return records
+
+    def _gather_located(self, plan: Any, rows: np.ndarray) -> list[dict[str, Any]]:
+        specs, slots = plan.locate()
+        gatherer = self._gatherer()
+        assert gatherer is not None
+        narrow = dict(zip(self._narrow, gatherer.gather(specs, slots, rows), strict=True))
+        if self._wide:
+            wide = plan.extras()
+            row_list = rows.tolist()
+            for c, w, _ in self._readers():
+                if w >= 0:
+                    narrow[c] = [held[w][r] for held, r in zip(wide, row_list, strict=True)]
+        return self._records_of()([narrow[c] for c in self.columns])
 
     def _decoders(self) -> ThreadPoolExecutor:
         local = self._process()

@@ -20,6 +20,11 @@ the dead bytes pass half the budget, everything held is merged again, so a store
 1.5 times its budget (and, for a moment, the copy a merge is making). More than
 :data:`MAX_PIECES` live merged tables are merged into one once the calls pay for it.
 
+Where thresher's C module reads every column of a batch (numbers, bools, times, strings,
+binaries: :mod:`~thresher.sources.formats.parquet.gather`), none of that is needed: a store made
+with ``spec_of`` describes each table once when it is put, a batch is located per key
+(:meth:`Plan.locate`) and read from any number of tables in one call, and nothing is merged.
+
 Example:
     >>> import numpy as np, pyarrow as pa
     >>> store = RowGroupStore(1 << 20, groups=2)
@@ -88,16 +93,39 @@ class Plan:
 
     def __init__(self, store: RowGroupStore, groups: np.ndarray, uniq: np.ndarray, inverse: np.ndarray | None,
                  segment: np.ndarray, base: np.ndarray, segments: tuple[Any, ...],
-                 tables: dict[int, Any], missing: np.ndarray, extras: dict[int, Any]) -> None:
+                 tables: dict[int, Any], missing: np.ndarray, extras: dict[int, Any],
+                 specs: tuple[Any, ...] = (), slots: np.ndarray | None = None) -> None:
         self._store, self._groups, self._uniq, self._inverse = store, groups, uniq, inverse
         self._segment, self._base, self._segments, self._tables = segment, base, segments, tables
         self._extras = extras
+        self._specs, self._slots = specs, slots
         self.missing = missing
+
+    @property
+    def located(self) -> bool:
+        """Whether the store describes its tables for a gatherer (see :meth:`locate`)."""
+        return self._slots is not None
 
     def add(self, g: int, table: Any, extra: Any = None) -> None:
         """Row group ``g`` (one of ``missing``), decoded."""
         self._tables[g] = table
         self._extras[g] = extra
+
+    def locate(self) -> tuple[tuple[Any, ...], np.ndarray]:
+        """For a store made with ``spec_of``: ``(specs, slots)``, key ``i`` being its row of the
+        table ``specs[slots[i]]`` describes (the row groups added included)."""
+        assert self._slots is not None
+        slots, specs = self._slots, self._specs
+        if self._tables:  # the decoded ones: described after the held ones
+            spec_of = self._store.spec_of
+            assert spec_of is not None
+            slots = slots.copy()
+            extra: list[Any] = []
+            for g, table in self._tables.items():
+                slots[self._groups == g] = len(specs) + len(extra)
+                extra.append(spec_of(table))
+            specs = specs + tuple(extra)
+        return specs, slots
 
     def extras(self) -> list[Any]:
         """Each key's row group's ``extra`` (see :meth:`RowGroupStore.put`), in key order."""
@@ -145,10 +173,18 @@ def _take(table: Any, at: np.ndarray) -> Any:
 
 class RowGroupStore:
     """Arrow record batches of row groups ``0..groups-1``, evicted least recently used first once their
-    bytes pass ``budget`` (a table costing more than the budget is not kept); thread-safe."""
+    bytes pass ``budget`` (a table costing more than the budget is not kept); thread-safe.
 
-    def __init__(self, budget: int, groups: int) -> None:
+    With ``spec_of`` (a :meth:`~thresher.sources.formats.parquet.gather.Gatherer.spec`), each table
+    is described once when put, batches are read with :meth:`Plan.locate` and a gatherer, and
+    tables are never merged (a gather reads any number of tables in one call)."""
+
+    def __init__(self, budget: int, groups: int, spec_of: Any = None) -> None:
         self.budget = budget
+        self.spec_of = spec_of
+        self._slot = np.full(groups, -1, dtype=np.int64)  # with spec_of: its spec's index in _specs
+        self._specs: tuple[Any, ...] = ()  # replaced, never changed: plans keep the one they saw
+        self._free = 0  # None entries in _specs
         self.size = 0
         self.hits = self.misses = 0
         self._tick = 0
@@ -168,12 +204,14 @@ class RowGroupStore:
         self._dead = 0  # all segments' dead bytes
         self._alone = 0  # bytes of the tables held alone (not merged)
         self._debt = 0  # extra take calls since the last merge, in TAKE_CALL_BYTES
-        self._can_merge = True
+        self._can_merge = spec_of is None
         self._lock = threading.Lock()
 
     def plan(self, groups: np.ndarray) -> Plan:
         """The row groups of a batch (one per key, int64): which are held and where (the keys
         of held ones counted as hits, each distinct missing one as a miss; all marked read)."""
+        if self.spec_of is not None:
+            return self._plan_located(groups)
         with self._lock:
             self._tick += 1
             self._used[groups] = self._tick
@@ -192,11 +230,26 @@ class RowGroupStore:
             self.misses += len(missing)
             segment = self._segment[uniq]
             base = np.where(segment >= 0, self._base[uniq], 0)  # a table held alone starts at 0
-            tables = {} if len(self._tables) == 0 else {
+            tables = {} if len(self._tables) == 0 or self.spec_of is not None else {
                 g: self._tables[g] for g in uniq[held & (segment < 0)].tolist()}
             segments = tuple(self._segments)
             extras = self._extras_of(uniq[held].tolist()) if self._extras else {}
         return Plan(self, groups, uniq, inverse, segment, base, segments, tables, missing, extras)
+
+    def _plan_located(self, groups: np.ndarray) -> Plan:
+        """:meth:`plan` for a store with ``spec_of``: each key's slot, looked up without sorting."""
+        with self._lock:
+            self._tick += 1
+            self._used[groups] = self._tick
+            slots = self._slot[groups]
+            absent = slots < 0
+            missing = np.unique(groups[absent]) if absent.any() else groups[:0]
+            self.hits += len(groups) - int(absent.sum()) if len(missing) else len(groups)
+            self.misses += len(missing)
+            extras = self._extras_of(np.unique(groups[~absent]).tolist()) if self._extras else {}
+            specs = self._specs
+        none = np.zeros(0, dtype=np.int64)
+        return Plan(self, groups, none, None, none, none, (), {}, missing, extras, specs, slots)
 
     def _extras_of(self, groups: list[int]) -> dict[int, Any]:
         extras = self._extras
@@ -219,10 +272,14 @@ class RowGroupStore:
         cost = int(table.nbytes) + extra_cost
         if cost > self.budget:
             return
+        spec = self.spec_of(table) if self.spec_of is not None else None
         with self._lock:
             if self._held[g]:
                 self._drop(g)
             self._tables[g] = table
+            if self.spec_of is not None:
+                self._slot[g] = len(self._specs)
+                self._specs = (*self._specs, spec)
             self._alone += cost - extra_cost
             self._used[g] = max(self._used[g], self._tick)  # newest: not the one evicted for room
             if extra is not None:
@@ -246,6 +303,8 @@ class RowGroupStore:
         self._held[g] = False
         self._cost[g] = 0
         self._extras.pop(g, None)
+        if self._slot[g] >= 0:
+            self._unslot(g)
         s = int(self._segment[g])
         if s < 0:
             del self._tables[g]
@@ -259,6 +318,18 @@ class RowGroupStore:
             self._dead -= self._seg_dead[s]
             self._segments[s] = None
             self._seg_live[s] = self._seg_dead[s] = 0
+
+    def _unslot(self, g: int) -> None:
+        """Row group ``g``'s spec let go (its slot None); the specs renumbered once half are free."""
+        i = int(self._slot[g])
+        self._slot[g] = -1
+        self._specs = (*self._specs[:i], None, *self._specs[i + 1:])
+        self._free += 1
+        if self._free > 16 and 2 * self._free > len(self._specs):
+            held = np.flatnonzero(self._slot >= 0)
+            self._specs = tuple(self._specs[int(i)] for i in self._slot[held].tolist())
+            self._slot[held] = np.arange(len(held))
+            self._free = 0
 
     # --- merging -----------------------------------------------------------------------
 
@@ -362,4 +433,6 @@ class RowGroupStore:
             self._extras.clear()
             self._segments, self._seg_live, self._seg_dead = [], [], []
             self._xcost[:] = 0
+            self._slot[:] = -1
+            self._specs, self._free = (), 0
             self.size = self._xsize = self._alone = self._dead = self._debt = 0
