@@ -123,3 +123,20 @@ def test_running_out_of_descriptors_is_said_not_called_corruption(tmp_path: Any)
              f"unread = th.sources.ParquetSource({path!r})")
     steps = [f"th.sources.ParquetSource({path!r})", "unread[1]"]
     assert without_descriptors(setup, steps) == ["SourceError", "True", "True"] * 2
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_string_that_is_not_utf8_names_file_row_group_and_column(tmp_path: Any, native: bool) -> None:
+    from tests.sources.formats.parquet.expected import gather_path
+
+    path = str(tmp_path / "u.parquet")
+    values = [f"v{i}".encode() for i in range(30)]
+    values[23] = b"\xff\xfe bad"  # a writer that did not check (Arrow's own writer does not)
+    pq.write_table(pa.table({"id": list(range(30)), "text": pa.array(values, pa.binary()).view(pa.string())}),
+                   path, row_group_size=10)
+    with gather_path(native):
+        src = th.sources.ParquetSource(path)
+        assert src.__getitems__([3, 29]) == [{"id": 3, "text": "v3"}, {"id": 29, "text": "v29"}]
+        with pytest.raises(CorruptSourceError, match=r"row group 2 of '.*u\.parquet', column 'text'.*not UTF-8"):
+            src.__getitems__([0, 23, 11])
+        assert src.__getitems__([22])[0]["text"] == "v22"  # the rest still reads

@@ -325,7 +325,33 @@ class ParquetSource:
             for g in missing:
                 plan.add(g, *self._decode(g, store))
         with self._process()["gather_lock"]:  # one thread at a time: CPU work that hands the GIL back and forth
-            return self._gather(plan, rows)
+            try:
+                return self._gather(plan, rows)
+            except UnicodeDecodeError as e:
+                raise self._not_utf8(np.unique(groups).tolist(), e) from e
+
+    def _not_utf8(self, groups: list[int], error: UnicodeDecodeError) -> CorruptSourceError:
+        """The error for a string column holding bytes that are not UTF-8 (Parquet writers do
+        not all check): it names the file, the row group and the column, found by validating
+        the batch's row groups again."""
+        pa = pyarrow()
+        text = [c for c, t in zip(self.columns, self._types, strict=True)
+                if pa.types.is_string(t) or pa.types.is_large_string(t)
+                or (pa.types.is_dictionary(t) and pa.types.is_string(t.value_type))]
+        for g in groups:
+            f, i = int(self._rg_file[g]), int(self._rg_index[g])
+            with self._handle(f) as pf:
+                table = self._read_group(pf, f, i, text)
+            for c in text:
+                try:
+                    table.column(c).validate(full=True)
+                except (pa.ArrowException, ValueError):
+                    return CorruptSourceError(
+                        f"row group {i} of {self._objects[f].url!r}, column {c!r}: a string value is not "
+                        f"UTF-8 ({error.reason} at byte {error.start}). Rewrite the column with valid "
+                        "UTF-8, or as binary, or leave it out with columns=[...]")
+        return CorruptSourceError(f"a string value read from {self!r} is not UTF-8 ({error}); rewrite it as UTF-8 "
+                                  "or as binary, or leave the column out with columns=[...]")
 
     def _gather(self, plan: Any, rows: np.ndarray) -> list[dict[str, Any]]:
         """The records of the planned keys (rows ``rows`` of their row groups), in key order."""
