@@ -762,7 +762,7 @@ static PyObject *py_gather_binary(PyObject *self, PyObject *args) {
         if (c == NULL) goto fail;
         if (is_null) {
             where[i] = NULL;
-            size[i] = -1; /* null (an empty value may have no data buffer: where NULL, size 0) */
+            size[i] = -1; /* null */
             continue;
         }
         if (at > c->a_len / width - 2) {
@@ -786,7 +786,7 @@ static PyObject *py_gather_binary(PyObject *self, PyObject *args) {
                          (long long)k.row[i], (long long)start, (long long)end, c->b_len);
             goto fail;
         }
-        where[i] = (const char *)c->b + start;
+        where[i] = c->b != NULL ? (const char *)c->b + start : ""; /* no data buffer: only empty values */
         size[i] = (Py_ssize_t)(end - start);
 #if defined(__GNUC__) || defined(__clang__)
         if (where[i] != NULL)

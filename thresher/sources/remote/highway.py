@@ -104,27 +104,32 @@ def _lanes(data: bytes, pos: int) -> tuple[int, ...]:
 
 _NATIVE: list[ModuleType | None] = []  # [module or None] once looked for, in this process
 _WHERE = [""]
+_WARNED: list[bool] = []  # [True] once the missing module was warned about, in this process
 _LOCK = threading.Lock()
 
 
-def _native() -> ModuleType | None:
+def _native(warn: bool = True) -> ModuleType | None:
     if not _NATIVE:
         with _LOCK:
             if not _NATIVE:
                 module, _WHERE[0] = native.load()
-                if module is None:
-                    warnings.warn(
-                        f"thresher checks Riegeli chunk hashes in pure Python (about 3 MB/s, slow) because the "
-                        f"C HighwayHash is missing: {_WHERE[0]}. Install a C compiler and Python's headers and "
-                        "run again (it is built once), or reinstall thresher where one is", RuntimeWarning,
-                        stacklevel=4)
                 _NATIVE.append(module)
+    if _NATIVE[0] is None and warn and not _WARNED:
+        with _LOCK:
+            if not _WARNED:
+                _WARNED.append(True)
+                warnings.warn(
+                    f"thresher checks Riegeli chunk hashes in pure Python (about 3 MB/s, slow) because the "
+                    f"C HighwayHash is missing: {_WHERE[0]}. Install a C compiler and Python's headers and "
+                    "run again (it is built once), or reinstall thresher where one is", RuntimeWarning,
+                    stacklevel=4)
     return _NATIVE[0]
 
 
-def native_module() -> ModuleType | None:
-    """The C module (``_highway``), or None where none could be loaded or built."""
-    return _native()
+def native_module(warn: bool = True) -> ModuleType | None:
+    """The C module (``_highway``), or None where none could be loaded or built (with
+    ``warn``, a RuntimeWarning says so once: Riegeli hashes are then checked in Python)."""
+    return _native(warn)
 
 
 def implementation() -> str:

@@ -81,7 +81,7 @@ class Gatherer:
             return None
         from thresher.sources.remote.highway import native_module
 
-        module = native_module()
+        module = native_module(warn=False)  # Arrow's take serves without it
         if module is None or not hasattr(module, "gather_fixed"):
             return None
         return cls(module, [k for k in kinds if k is not None])
