@@ -125,6 +125,19 @@ def test_types_it_does_not_gather_keep_arrows_take(tmp_path: Any) -> None:
     assert th.sources.ParquetSource(path, columns=["n"])._store().spec_of is not None
 
 
+def test_a_dictionary_typed_column_is_gathered_decoded(tmp_path: Any) -> None:
+    path = str(tmp_path / "d.parquet")  # a schema that says dictionary (a pandas Categorical's)
+    labels = pa.array(["cat", "dog", None, "cat", "emu", "dog"] * 5).dictionary_encode()
+    pq.write_table(pa.table({"kind": labels, "n": list(range(30))}), path, row_group_size=7)
+    src = th.sources.ParquetSource(path)
+    assert str(src.schema.field("kind").type).startswith("dictionary")
+    keys = [29, 2, 13, 0, 8]
+    assert [plain(r) for r in src.__getitems__(keys)] == [pyarrow_rows([path])[k] for k in keys]
+    assert src._store().spec_of is not None
+    with gather_path(native=False):
+        assert typed(th.sources.ParquetSource(path).__getitems__(keys)) == typed(src.__getitems__(keys))
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), budget=st.sampled_from([0.05, 0.2, 0.5]))
 def test_a_gathering_source_never_merges_and_reads_pyarrows_rows_through_evictions(

@@ -46,6 +46,8 @@ def _kind(t: Any) -> tuple[str, Any, Any] | None:
     """How a column of Arrow type ``t`` is gathered: ("text" | "bytes", wide offsets, None),
     ("fixed", dtype, raw dtype), ("bits", bool, None); None if it is not."""
     pa = pyarrow()
+    if pa.types.is_dictionary(t):  # a store holds it decoded (convert.plain_batch)
+        t = t.value_type
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return "text", pa.types.is_large_string(t), None
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
