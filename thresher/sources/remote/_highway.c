@@ -900,7 +900,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_highway",
-                                    "HighwayHash-64 in C (see highway.py).", -1, methods};
+                                    "HighwayHash-64 and Riegeli chunks in C (see highway.py), and Arrow rows gathered (see parquet/gather.py).",
+                                    -1, methods};
 
 PyMODINIT_FUNC PyInit__highway(void) {
 #ifdef HAVE_AVX2_PATH

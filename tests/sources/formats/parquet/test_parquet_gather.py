@@ -158,4 +158,6 @@ def test_a_gathering_source_never_merges_and_reads_pyarrows_rows_through_evictio
         assert [plain(r) for r in src.__getitems__(keys)] == [expected[k] for k in keys]
     info = src.cache_info()
     assert info["merged"] == 0 and info["merged_tables"] == 0 and info["misses"] > 75  # evicted and decoded again
-    assert src._store().spec_of is not None
+    store = src._store()
+    assert store.spec_of is not None
+    assert len(store._specs) <= 2 * info["entries"] + 17  # evicted tables' slots are reclaimed

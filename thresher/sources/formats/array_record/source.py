@@ -169,9 +169,9 @@ class ArrayRecordSource:
             ``{"anon": True}`` or ``{"client_kwargs": {"endpoint_url": ...}}``.
         reader: ``"auto"`` (byte ranges for URLs; for local files array_record's native
             reader, or byte ranges with the chunk cache when the first file was written with
-            ``group_size`` >= ``AUTO_RANGES_GROUP_SIZE``, 1,024: array_record's own default is
-            65,536, and its native reader decodes a whole chunk for every record read at
-            random), ``"native"`` or ``"ranges"`` (byte ranges for local files too). The
+            ``group_size`` >= ``AUTO_RANGES_GROUP_SIZE``, 1,024: array_record's C++ writer
+            defaults to 65,536, and its native reader decodes a whole chunk for every record
+            read at random), ``"native"`` or ``"ranges"`` (byte ranges for local files too). The
             records are the same with every reader; :attr:`reader` says which one is used.
         read_options: a :class:`~thresher.sources.remote.RemoteReadOptions` for byte-range
             reads (request coalescing, concurrency, timeout, footer cache directory).
