@@ -197,3 +197,28 @@ class TestTrainingProcess:
             proc.kill()  # SIGKILL: no cleanup code runs in the main process
             proc.communicate(timeout=10)
             _wait_gone(pids, 5.0)
+
+
+_UNGUARDED = textwrap.dedent("""
+    import jax, torch  # their modules change the order in which the interpreter clears modules at exit
+    import thresher as th
+    loader = th.DataLoader(th.sources.RangeDataSource(0, 100), th.IndexSampler(100), [th.Batch(10)],
+                           worker_count=2)
+    it = iter(loader)  # a module global: cleared only as the interpreter exits
+    for batch in it:
+        pass
+""")
+
+
+def test_an_error_at_the_top_level_ends_without_an_ignored_exception(tmp_path: Any) -> None:
+    """A script that fails at its top level with an iterator open in a global (here: no
+    __main__ guard) shows its error, and nothing from the iterator's clean-up at interpreter
+    exit (it used contextlib there, which may be None by then: 'Exception ignored in ...
+    __del__ ... AttributeError')."""
+    script = tmp_path / "train.py"
+    script.write_text(_UNGUARDED)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, str(script)], env=env, text=True, capture_output=True, timeout=300)
+    assert done.returncode == 1
+    assert "__main__" in done.stderr and "WorkerError" in done.stderr, done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr

@@ -17,7 +17,6 @@ so a script that ends without closing its iterator exits cleanly.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import copy
 import queue
 import threading
@@ -243,8 +242,10 @@ class DevicePrefetchIterator:
         self.close()
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        try:  # noqa: SIM105 - not contextlib: at interpreter exit its module global may be None
             self._halt()
+        except Exception:
+            pass
 
     def __repr__(self) -> str:
         return f"DevicePrefetchIterator({self._source!r}, size={self._size})"

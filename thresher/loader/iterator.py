@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -185,8 +184,12 @@ class DataLoaderIterator:
         self.close()
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        # Not contextlib.suppress: at interpreter exit this may run after the module's
+        # globals are cleared (contextlib is None then); builtins stay.
+        try:  # noqa: SIM105
             self.close()
+        except Exception:
+            pass
 
     # -- iteration --------------------------------------------------------------------------
     def __iter__(self) -> DataLoaderIterator:

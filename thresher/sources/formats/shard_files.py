@@ -28,7 +28,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import io
 import mmap
 import os
@@ -300,6 +299,8 @@ class ShardFiles:
         self._maps, self._lean, self._pool = {}, _UNSET, None
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        try:  # noqa: SIM105 - not contextlib: at interpreter exit its module global may be None
             self.close()
+        except Exception:
+            pass
 

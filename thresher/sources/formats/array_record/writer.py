@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable
 from types import TracebackType
@@ -141,8 +140,10 @@ class ArrayRecordWriter:
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
-            with contextlib.suppress(Exception):
+            try:  # noqa: SIM105 - not contextlib: at interpreter exit its module global may be None
                 self.abort()
+            except Exception:
+                pass
 
 
 def write_array_record(
