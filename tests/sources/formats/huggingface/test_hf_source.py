@@ -16,7 +16,7 @@ from PIL import Image
 import thresher as th
 from tests.helpers import digest
 from tests.sources.formats.parquet.expected import plain
-from thresher.errors import ConfigTypeError, SourceNotFoundError
+from thresher.errors import ConfigTypeError, FeatureError, SourceNotFoundError
 from thresher.sources.formats.huggingface import decode_image
 
 datasets.disable_progress_bars()
@@ -126,3 +126,11 @@ def test_tables_and_datasets_passed_to_the_loader_name_the_source_to_use() -> No
             th.DataLoader(data, sampler, [])
     loader = th.DataLoader(th.sources.HuggingFaceSource(_dataset(3)), sampler, [])
     assert [int(r["id"]) for r in loader] == [0, 1, 2]
+
+
+def test_an_arrow_map_is_a_dict_and_a_repeated_key_names_the_column() -> None:
+    maps = pa.array([[("a", 1)], None, [("k", 2), ("k", 3)]], pa.map_(pa.string(), pa.int64()))
+    src = th.sources.HuggingFaceSource(pa.table({"m": maps}))
+    assert src[0] == {"m": {"a": 1}} and src[1] == {"m": None}
+    with pytest.raises(FeatureError, match=r"column 'm' of .*the key 'k' more than once"):
+        src[2]

@@ -52,8 +52,8 @@ def plain(value: Any) -> Any:
 
 
 def pyarrow_rows(paths: list[str], columns: list[str] | None = None) -> list[dict[str, Any]]:
-    """Every row of ``paths`` in order, as pyarrow's ``to_pylist`` gives it."""
+    """Every row of ``paths`` in order, as pyarrow's ``to_pylist`` gives it (maps as dicts)."""
     rows: list[dict[str, Any]] = []
     for p in paths:
-        rows.extend(pq.read_table(p, columns=columns).to_pylist())
+        rows.extend(pq.read_table(p, columns=columns).to_pylist(maps_as_pydicts="strict"))
     return [plain(r) for r in rows]

@@ -38,6 +38,11 @@ _TYPES: dict[str, tuple[Any, Any]] = {
                st.fixed_dictionaries({"a": st.integers(0, 99), "b": _TEXT})),
     "nested": (pa.struct([("v", pa.list_(pa.float64()))]),
                st.fixed_dictionaries({"v": st.lists(st.floats(-5, 5), max_size=3)})),
+    "map": (pa.map_(pa.string(), pa.int32()), st.dictionaries(_TEXT, st.one_of(st.none(), _I32), max_size=3)
+            .map(lambda d: list(d.items()))),
+    "map_of_lists": (pa.map_(pa.int64(), pa.list_(pa.int16())),
+                     st.dictionaries(st.integers(-99, 99), st.lists(st.integers(-99, 99), max_size=2), max_size=2)
+                     .map(lambda d: list(d.items()))),
 }
 
 
@@ -118,11 +123,30 @@ def test_values_are_numpy_as_documented(tmp_path: Any) -> None:
 
 
 def test_an_unsupported_type_is_refused_naming_column_and_type(tmp_path: Any) -> None:
-    path = str(tmp_path / "m.parquet")
-    pq.write_table(pa.table({"ok": [1], "m": pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int32()))}), path)
-    with pytest.raises(FeatureError, match=r"column 'm'.*Arrow type map<string, int32"):
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(pa.table({"ok": [1], "t": pa.array([datetime.time(1, 2)], pa.time64("us"))}), path)
+    with pytest.raises(FeatureError, match=r"column 't'.*Arrow type time64\[us\]"):
         th.sources.ParquetSource(path)
     assert th.sources.ParquetSource(path, columns=["ok"])[0] == {"ok": 1}
+
+
+def test_a_map_is_a_dict_and_one_with_a_repeated_key_is_refused_naming_the_column(tmp_path: Any) -> None:
+    path = str(tmp_path / "m.parquet")
+    maps = [[("a", 1), ("b", None)], None, [], [("k", 2), ("k", 3)]]
+    pq.write_table(pa.table({"id": [0, 1, 2, 3], "m": pa.array(maps, pa.map_(pa.string(), pa.int32()))}), path)
+    src = th.sources.ParquetSource(path)
+    r0, r1, r2 = src.__getitems__([0, 1, 2])
+    assert r0["m"] == {"a": 1, "b": None} and r0["m"]["a"].dtype == np.int32
+    assert r1["m"] is None and r2["m"] == {}
+    with pytest.raises(FeatureError, match=r"column 'm' of ParquetSource\(.*m\.parquet'\): a map value holds the "
+                                           r"key 'k' more than once"):
+        src[3]
+    assert th.sources.ParquetSource(path, columns=["id"])[3] == {"id": 3}
+    # a map keyed by something a dict cannot hold is refused when the source is opened
+    keyed = str(tmp_path / "keyed.parquet")
+    pq.write_table(pa.table({"m": pa.array([[([1], 2)]], pa.map_(pa.list_(pa.int8()), pa.int8()))}), keyed)
+    with pytest.raises(FeatureError, match=r"column 'm'.*map<list<"):
+        th.sources.ParquetSource(keyed)
 
 
 def test_keys_out_of_range_and_pickles_are_small(tmp_path: Any) -> None:

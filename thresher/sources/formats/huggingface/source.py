@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from thresher.errors import ConfigTypeError, CorruptSourceError, SourceError, SourceNotFoundError
+from thresher.errors import ConfigTypeError, CorruptSourceError, FeatureError, SourceError, SourceNotFoundError
 from thresher.sources.formats.descriptors import no_descriptor_error, out_of_descriptors
 from thresher.sources.formats.huggingface.media import features_from_schema, media_columns, media_value
 from thresher.sources.formats.parquet.arrow import pyarrow
@@ -246,7 +246,10 @@ class HuggingFaceSource:
             taken = _concat([batches[b].slice(r, 1) for b, r in zip(which.tolist(), at, strict=True)])
         values = []
         for c in self.columns:
-            col = column_values(taken.column(c))
+            try:
+                col = column_values(taken.column(c))
+            except FeatureError as e:  # a map value with a repeated key
+                raise FeatureError(f"column {c!r} of {self!r}: {e}") from e
             kind = self._media.get(c)
             if kind is not None:
                 col = [media_value(v, c, kind, int(k), self.decode) for v, k in zip(col, keys.tolist(), strict=True)]

@@ -15,12 +15,15 @@ list, large_list of numbers or bools      a 1-D NumPy array
 list of anything else                     a Python list of the values above
 fixed_size_list                           a NumPy array (2-D and more when nested)
 struct                                    a ``dict`` of its fields
+map                                       a ``dict`` of its keys' values to its items'
 null (any type)                           ``None``
 ========================================  =============================================
 
 Arrays are read-only views (the records of one batch share them: ``.copy()`` one
 to modify it). A list whose elements may be null comes back as a Python list (``None`` where null),
-never as an array with a made-up fill value. Other types (map, union, extension types,
+never as an array with a made-up fill value. A map whose keys are not numbers, times,
+strings or binaries, or a map value holding one key twice (which a dict cannot hold; as
+``to_pylist(maps_as_pydicts="strict")`` refuses it), and other types (union, extension types,
 ``time32``/``time64``) raise :class:`~thresher.errors.FeatureError` naming the column and
 its Arrow type when the source is opened (:func:`check_type`), never a wrong value.
 
@@ -30,6 +33,8 @@ Example:
     [array([1, 2]), None, array([], dtype=int64)]
     >>> column_values(pa.array([{"a": 1, "b": "x"}]))
     [{'a': np.int64(1), 'b': 'x'}]
+    >>> column_values(pa.array([[("k", 1)], None], pa.map_(pa.string(), pa.int32())))
+    [{'k': np.int32(1)}, None]
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ import numpy as np
 from thresher.errors import FeatureError
 from thresher.sources.formats.parquet.arrow import numpy_of, pyarrow, value_dtypes
 
-__all__ = ["WIDE_BYTES", "check_type", "column_converter", "column_values", "plain_batch", "wide_columns"]
+__all__ = ["WIDE_BYTES", "check_type", "column_converter", "column_values", "has_map", "plain_batch", "wide_columns"]
 
 WIDE_BYTES = 1024
 """Strings or binaries this long on average (in a file's footer) are *wide*: see :func:`wide_columns`."""
@@ -75,10 +80,11 @@ def check_type(column: str, t: Any, where: str = "") -> None:
 
     Example:
         >>> import pyarrow as pa
-        >>> check_type("m", pa.map_(pa.string(), pa.int32()), "in 'x.parquet'")
+        >>> check_type("m", pa.map_(pa.string(), pa.int32()), "in 'x.parquet'")  # a dict per row
+        >>> check_type("t", pa.time64("us"), "in 'x.parquet'")
         Traceback (most recent call last):
         ...
-        thresher.errors.FeatureError: column 'm' in 'x.parquet' has Arrow type map<string, int32>, which ...
+        thresher.errors.FeatureError: column 't' in 'x.parquet' has Arrow type time64[us], which ...
     """
     pa = pyarrow()
     inner = t
@@ -94,11 +100,43 @@ def check_type(column: str, t: Any, where: str = "") -> None:
             f = inner.field(i)
             check_type(f"{column}.{f.name}", f.type, where)
         return
+    if pa.types.is_map(inner) and _is_key(inner.key_type):
+        check_type(f"{column}.value", inner.item_type, where)
+        return
     raise FeatureError(
         f"column {column!r}{' ' + where if where else ''} has Arrow type {t}, which thresher cannot "
         "convert to NumPy values (supported: numbers, bools, timestamps, dates, durations, strings, "
-        "binary, decimals, lists, fixed-size lists, structs, dictionaries of these); read other "
-        "columns with columns=[...] or cast this one when writing the file")
+        "binary, decimals, lists, fixed-size lists, structs, maps keyed by numbers, times, strings or binary, "
+        "dictionaries of these); read other columns with columns=[...] or cast this one when writing "
+        "the file")
+
+
+def _is_key(t: Any) -> bool:
+    """Whether a map keyed by Arrow type ``t`` becomes a dict: its keys' values are hashable."""
+    pa = pyarrow()
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return (_is_number(t) or _is_time(t) or _is_text(t)) and not pa.types.is_null(t)
+
+
+def has_map(t: Any) -> bool:
+    """Whether values of Arrow type ``t`` hold a map (whose conversion may refuse a value).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> has_map(pa.list_(pa.map_(pa.string(), pa.int8()))), has_map(pa.list_(pa.int8()))
+        (True, False)
+    """
+    pa = pyarrow()
+    if pa.types.is_map(t):
+        return True
+    if pa.types.is_dictionary(t):
+        return has_map(t.value_type)
+    if _is_list(t) or pa.types.is_fixed_size_list(t):
+        return has_map(t.value_type)
+    if pa.types.is_struct(t):
+        return any(has_map(t.field(i).type) for i in range(t.num_fields))
+    return False
 
 
 def _dense(arr: Any) -> np.ndarray | None:
@@ -157,6 +195,33 @@ def _structs(arr: Any) -> list[Any]:
     rows = [dict(zip(names, vals, strict=True)) for vals in zip(*fields, strict=True)] if fields \
         else [{} for _ in range(len(arr))]
     return _with_nulls(arr, rows)
+
+
+def _repeated(keys: list[Any]) -> Any:
+    seen: set[Any] = set()
+    for k in keys:
+        if k in seen:
+            return k
+        seen.add(k)
+    return None
+
+
+def _maps(arr: Any) -> list[Any]:
+    offsets = numpy_of(arr.offsets).astype(np.int64)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    keys = column_values(arr.keys.slice(lo, hi - lo))
+    items = column_values(arr.items.slice(lo, hi - lo))
+    out = []
+    for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+        made = dict(zip(keys[a - lo:b - lo], items[a - lo:b - lo], strict=True))
+        if len(made) != b - a:
+            twice = _repeated(keys[a - lo:b - lo])
+            raise FeatureError(
+                f"a map value holds the key {twice!r} more than once, which the dict thresher returns for a "
+                "map cannot hold (it would keep one of the values); write the column without repeated "
+                "keys, or as a list of structs")
+        out.append(made)
+    return _with_nulls(arr, out)
 
 
 def wide_columns(layout: Any, columns: Sequence[str], types: Mapping[str, Any]) -> list[str]:
@@ -287,5 +352,7 @@ def column_values(arr: Any) -> list[Any]:
         return _fixed_lists(arr)
     if pa.types.is_struct(t):
         return _structs(arr)
+    if pa.types.is_map(t):
+        return _maps(arr)
     check_type("<column>", t)
     raise AssertionError(t)  # check_type raised

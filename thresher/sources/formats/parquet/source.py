@@ -26,13 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from thresher.errors import CorruptSourceError, SourceError, SourceNotFoundError
+from thresher.errors import CorruptSourceError, FeatureError, SourceError, SourceNotFoundError
 from thresher.sources.formats.descriptors import descriptor_share, no_descriptor_error, out_of_descriptors
 from thresher.sources.formats.parquet.arrow import pyarrow, pyarrow_parquet
 from thresher.sources.formats.parquet.convert import (
     check_type,
     column_converter,
     column_values,
+    has_map,
     plain_batch,
     wide_columns,
 )
@@ -433,7 +434,9 @@ class ParquetSource:
         if readers is None:
             types = dict(zip(self.columns, self._types, strict=True))
             readers = local["readers"] = [
-                (c, self._wide.index(c), None) if c in self._wide else (c, -1, column_converter(types[c]))
+                (c, self._wide.index(c), None) if c in self._wide else
+                (c, -1, _naming(column_converter(types[c]), c, self) if has_map(types[c]) else
+                 column_converter(types[c]))
                 for c in self.columns]
         return readers
 
@@ -529,6 +532,18 @@ class ParquetSource:
         if len(self._objects) == 1:
             return f"ParquetSource({self._objects[0].url!r})"
         return f"ParquetSource(<{len(self._objects)} files, first {self._objects[0].url!r}>)"
+
+
+def _naming(convert: Callable[[Any], list[Any]], column: str, source: ParquetSource) -> Callable[[Any], list[Any]]:
+    """``convert``, whose refusal of a value (a map with a repeated key) names the column."""
+
+    def named(arr: Any) -> list[Any]:
+        try:
+            return convert(arr)
+        except FeatureError as e:
+            raise FeatureError(f"column {column!r} of {source!r}: {e}") from e
+
+    return named
 
 
 def open_file(obj: RemoteObject, opener: Any, metadata: Any) -> Any:
