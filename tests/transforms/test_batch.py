@@ -110,6 +110,23 @@ def test_numbers_of_any_python_type_still_stack_as_numpy_would(values: list) -> 
     np.testing.assert_array_equal(stack(values), np.asarray(values))
 
 
+@given(dtype=hnp.scalar_dtypes(), data=st.data())
+@settings(max_examples=80)
+def test_numpy_scalars_stack_as_numpy_would(dtype: np.dtype, data: st.DataObject) -> None:
+    """NumPy scalars of one type (a label as np.int64) take a fast path: the same array, dtype
+    included, as np.asarray gives; mixed NumPy types still combine as np.asarray combines them."""
+    values = list(data.draw(hnp.arrays(dtype, st.integers(1, 20))))
+    got, want = stack(values), np.asarray(values)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    if dtype.kind not in "biufc":  # only numbers mix (see test_leaves_of_different_types_are_refused)
+        return
+    mixed = [*values, np.float16(1)]
+    got, want = stack(mixed), np.asarray(mixed)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
 class _MyDict(dict):  # type: ignore[type-arg]
     """A dict subclass: the fast path leaves it to the element-by-element checks."""
 

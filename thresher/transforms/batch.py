@@ -192,6 +192,11 @@ def _stack_leaves(elements: Sequence[Any], positions: Sequence[int] | np.ndarray
                     f"but {_where(i, positions)} has shape {s}. Resize or pad in a map before Batch"
                 ) from None
         raise BatchError(f"Batch cannot stack leaf {_path(path)}: {[type(e).__name__ for e in elements[:4]]}")
+    kind = type(first)
+    if issubclass(kind, (np.number, np.bool_)) and kind is not np.timedelta64 and _single_type(elements):
+        # NumPy numbers of one type (a label as np.int64): that type is the dtype (np.array told
+        # it is 3x faster than finding it value by value).
+        return np.array(elements, dtype=kind)
     try:
         out = np.asarray(elements)
     except ValueError as e:
