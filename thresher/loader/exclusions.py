@@ -24,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable
@@ -179,6 +178,8 @@ class Consumed:
         if consumed is None:
             return "fresh"
         text = json.dumps(consumed.unmerged().to_json(), sort_keys=True)
+        import hashlib  # here, not at the top: a worker (and the fork server) never makes one
+
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

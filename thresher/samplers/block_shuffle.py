@@ -33,7 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +136,8 @@ class BlockShuffle:
         """What defines this shuffle (the state fingerprint covers it; boundaries by digest)."""
         digest = None
         if self.boundaries is not None:
+            import hashlib  # here, not at the top: a worker (and the fork server) never makes one
+
             digest = hashlib.sha256(self.boundaries.astype("<i8").tobytes()).hexdigest()[:16]
         return {"kind": "block", "block_size": self.block_size, "window_blocks": self.window_blocks,
                 "boundaries": digest}

@@ -6,7 +6,6 @@ operation kinds of ``thresher.transforms.kinds``; how each kind runs lives there
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +90,8 @@ class Plan:
     def record_ops_digest(self) -> str:
         """A digest of the per-record operations (part of the stream's fingerprint)."""
         text = "|".join(op.name for op in self.record_ops)
+        import hashlib  # here, not at the top: a worker (and the fork server) never makes one
+
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
