@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 import time
 from typing import Any
 
-import psutil
+from benchmarks.child import _tree_cpu
 
 
 def run(module: str, cfg: dict[str, Any]) -> None:
@@ -27,37 +28,25 @@ def run(module: str, cfg: dict[str, Any]) -> None:
     getattr(m, "import_now", lambda: None)()
     data = datasets.ensure("benchmarks/results/data", "jpeg", 3072)
     factory, count = m.pipeline("W8", cfg, data)
-    me = psutil.Process()
-    seen: dict[int, float] = {}  # child pid -> its CPU seconds when last seen (workers exit at the end)
+    me = os.getpid()
+    seen: dict[int, float] = {}  # pid -> its CPU seconds when last seen (workers exit at the end)
     base: dict[int, float] = {}
     n, first_n = 0, 0
     t1 = 0.0
-    m1 = me.cpu_times()
     it = factory()
     for b in it:
         n += count(b)
         if not first_n:  # the clocks start at the first batch
-            first_n, t1, m1 = n, time.perf_counter(), me.cpu_times()
-            base = _children(me)
-        seen.update(_children(me))
-    t2, m2 = time.perf_counter(), me.cpu_times()
-    main = (m2.user + m2.system) - (m1.user + m1.system)
-    children = sum(c - base.get(pid, 0.0) for pid, c in seen.items())
+            first_n, t1 = n, time.perf_counter()
+            base = _tree_cpu()
+        seen.update(_tree_cpu())
+    t2 = time.perf_counter()
+    main = seen[me] - base[me]
+    children = sum(c - base.get(pid, 0.0) for pid, c in seen.items() if pid != me)
     after = n - first_n
     print(f"{module} {cfg}: {after / (t2 - t1):,.0f} images/s after the first batch; CPU per image: main "
           f"{main / after * 1e3:.3f} ms, children {children / after * 1e3:.3f} ms", flush=True)
     getattr(it, "close", lambda: None)()
-
-
-def _children(me: Any) -> dict[int, float]:
-    out = {}
-    for p in me.children(recursive=True):
-        try:
-            ct = p.cpu_times()
-        except psutil.Error:
-            continue
-        out[p.pid] = ct.user + ct.system
-    return out
 
 
 if __name__ == "__main__":
