@@ -48,10 +48,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", default=None, help="dataset cache directory (default OUT/data)")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per run (default 600; 60 quick)")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--size", action="append", default=[], metavar="WORKLOAD=N",
+                    help="records of a workload's dataset instead of the mode's, e.g. W8=3072 (12 batches of "
+                         "256, where the default 1,536 is mostly the workers' start); repeatable")
     args = ap.parse_args(argv)
 
     mode = "tiny" if args.tiny else "quick" if args.quick else "full"
-    sizes = {"tiny": cases_mod.TINY, "quick": cases_mod.QUICK, "full": cases_mod.FULL}[mode]
+    sizes = dict({"tiny": cases_mod.TINY, "quick": cases_mod.QUICK, "full": cases_mod.FULL}[mode])
+    for item in args.size:
+        name, _, n = item.partition("=")
+        if name.strip().upper() not in ("W1", "W2", "W3", "W6", "W8") or not n.strip().isdigit():
+            ap.error(f"--size takes WORKLOAD=N for W1, W2, W3, W6 or W8, got {item!r}")
+        sizes[name.strip().upper()] = int(n)
     repeats = args.repeats or (1 if mode != "full" else 3)
     timeout = args.timeout or (600.0 if mode == "full" else 60.0)
     workloads = [w.strip().upper() for w in args.only.split(",") if w.strip()] or list(cases_mod.WORKLOADS)
@@ -64,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t_start = time.perf_counter()
     print(f"thresher benchmarks: mode={mode}, repeats={repeats}, workloads={','.join(workloads)}, "
-          f"cpus={os.cpu_count()}", flush=True)
+          f"cpus={os.cpu_count()}" + "".join(f", {item}" for item in args.size), flush=True)
     if mode != "full":
         print(f"  {mode} mode: {report.mode_note(sizes)}", flush=True)
     rows: list[dict[str, Any]] = []

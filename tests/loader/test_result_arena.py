@@ -56,19 +56,26 @@ def test_arena_arrays_are_sent_as_they_are_and_others_copied() -> None:
     assert out["small"].tolist() == [7] * 4
 
 
-def test_arena_descriptors_close_with_their_arrays() -> None:
+def test_arena_descriptors_close_once_unused_beyond_the_free_ones_kept() -> None:
     arena = ResultArena()
     before = _result_files()
     arrays = [arena.empty((256, 1024), np.uint8) for _ in range(5)]
     held = _result_files()  # the arena's descriptors (and each mapping's own duplicate, made by mmap)
     assert held > before and len(arena) == 5
-    packed = pack(arrays, arena)
-    assert _result_files() == held + 5  # the packed result holds one duplicate per array, nothing copied
-    assert len(packed.sizes) == 5
+    packed = pack(arrays[:3], arena)
+    assert _result_files() == held + 3  # the packed result holds one duplicate per array, nothing copied
+    assert len(packed.sizes) == 3 and packed.idents == [1, 2, 3]
     packed.close()
     del arrays
     gc.collect()
-    assert _result_files() == before and len(arena) == 0
+    # the three sent wait for the receiver's release; of the two never sent, MAX_FREE (2), or as many as
+    # the largest result sent had (3), are kept free to be made again
+    assert len(arena) == 0 and arena.free == 2
+    arena.release([1, 2, 3])
+    assert arena.free == 3  # the largest result sent had three files: three are kept
+    arena.clear()
+    gc.collect()
+    assert _result_files() == before and arena.free == 0
 
 
 def test_a_result_of_many_arena_arrays_is_copied_into_few_files() -> None:
@@ -101,10 +108,15 @@ def test_a_view_that_outlives_its_array_stays_readable_and_is_copied() -> None:
     view = a.reshape(-1)[: a.size // 2]  # part of the memory: not the arena's file, copied if sent
     del a
     gc.collect()
-    assert len(arena) == 0 and float(view.sum()) == 3.0 * view.size
+    assert len(arena) == 1 and float(view.sum()) == 3.0 * view.size  # the view keeps the file in use
     packed = pack(view, arena)
+    assert packed.idents == [None]
     out = unpack(packed.meta, packed.layout, packed.sizes, packed.fds)
     assert np.array_equal(out, view)
+    del view
+    gc.collect()
+    assert len(arena) == 0 and arena.free == 1
+    arena.clear()
 
 
 _DTYPES = st.sampled_from([np.uint8, np.int32, np.float32, np.float64, np.bool_, "U3", object])

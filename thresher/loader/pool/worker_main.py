@@ -1,6 +1,9 @@
 """What runs inside a worker process: compute chunks, send them back.
 
-A worker receives ``(chunk_index, start, stop)`` tasks on its socket, runs the
+A worker receives ``(chunk_index, start, stop, released)`` tasks on its socket (``released``:
+the result files the main process has dropped since its last message, which the worker may
+make again, see :class:`~thresher.loader.pool.shm.ResultArena`; a negative index carries only
+those), runs the
 pipeline's pure :class:`~thresher.loader.chunk.ChunkProcessor` on them, in the order
 received, and sends each result back (see :mod:`thresher.loader.pool.shm`: arrays travel
 in shared memory). When the pipeline has a Batch and no Filter before it, the worker
@@ -26,6 +29,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from typing import Any
 
 import cloudpickle  # noqa: F401  (the payload needs it: imported once, in the fork server)
 import numpy as np
@@ -137,6 +141,9 @@ def _load(spec: WorkerSpec) -> ChunkProcessor:
     return processor
 
 
+_NOT_STARTED = object()  # a task queued beyond the read-ahead depth: its reads start when it comes within it
+
+
 class _Tasks:
     """The tasks queued on the worker's connection, with their reads started ahead.
 
@@ -144,37 +151,54 @@ class _Tasks:
     takes those already waiting on its socket (never waiting for more) and starts
     their reads, up to ``1 + ReadOptions.chunks_ahead`` chunks, so the reads of the
     next chunks wait while this one is transformed. The order is the order received.
+
+    A message with a negative index carries only released result files (see
+    :class:`~thresher.loader.pool.shm.ResultArena`): the main process sends it as soon
+    as it has dropped a batch, and the worker reads every waiting message before each
+    chunk, so the files are free for that chunk already.
     """
 
     def __init__(self, conn: Connection, ahead: ReadAhead | None, reads: ReadOptions | None) -> None:
         self._conn, self._ahead, self._reads = conn, ahead, reads
-        self._queue: deque[tuple[int, int, int, Pending | BaseException | None]] = deque()
+        self._queue: deque[tuple[int, int, int, Any]] = deque()
         self._depth = 1
         self._ended = False
 
-    def _take(self) -> bool:
+    def _take(self) -> None:
         task = self._conn.recv()
         if task is None:
             self._ended = True
-            return False
-        index, start, stop = task
-        started: Pending | BaseException | None = None
-        if self._ahead is not None:
-            if self._reads is not None and len(self._queue) == 0 and self._depth == 1:
-                self._depth = 1 + self._reads.chunks_ahead(stop - start)
-            try:
-                started = self._ahead.start(start, stop)
-            except Exception as e:  # raised when the chunk is computed, in order
-                started = e
-        self._queue.append((index, start, stop, started))
-        return True
+            return
+        index, start, stop, released = task
+        if released:  # result files the main process has dropped: this worker may make them again
+            RESULTS.release(released)
+        if index < 0:
+            return
+        if self._ahead is not None and self._reads is not None and not self._queue and self._depth == 1:
+            self._depth = 1 + self._reads.chunks_ahead(stop - start)
+        self._queue.append((index, start, stop, _NOT_STARTED if self._ahead is not None else None))
+
+    def _start_reads(self) -> None:
+        if self._ahead is None:
+            return
+        for i in range(min(self._depth, len(self._queue))):
+            index, start, stop, started = self._queue[i]
+            if started is _NOT_STARTED:
+                try:
+                    started = self._ahead.start(start, stop)
+                except Exception as e:  # raised when the chunk is computed, in order
+                    started = e
+                self._queue[i] = (index, start, stop, started)
 
     def next(self) -> tuple[int, int, int, Pending | BaseException | None] | None:
         """The next task (None: the main process is done), after starting the reads of those queued."""
-        if not self._queue and (self._ended or not self._take()):
-            return None
-        while not self._ended and len(self._queue) < self._depth and self._conn.poll(0):
+        while not self._queue:
+            if self._ended:
+                return None
             self._take()
+        while not self._ended and self._conn.poll(0):  # what is waiting now: tasks, and files to make again
+            self._take()
+        self._start_reads()
         return self._queue.popleft()
 
 
@@ -222,7 +246,8 @@ def run(index: int, spec: WorkerSpec, conn: Connection, reads: ReadOptions | Non
                 _send_error(sock, chunk_index, e)
                 continue
             try:
-                send(sock, (OK, chunk_index, packed.layout, packed.sizes, marks), packed.meta, packed.fds)
+                send(sock, (OK, chunk_index, packed.layout, packed.sizes, marks, packed.idents), packed.meta,
+                     packed.fds)
             finally:
                 packed.close()
     except (EOFError, OSError):

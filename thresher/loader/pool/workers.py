@@ -83,6 +83,8 @@ class WorkerProcesses:
         self.procs: list[Any] = []
         self.pids: list[int] = []
         self.given: list[deque[tuple[int, int, int]]] = [deque() for _ in range(count)]  # not yet taken back
+        # the result files worker w may make again: their arrays are gone here (see shm.ResultArena)
+        self.released: list[deque[int]] = [deque() for _ in range(count)]
         self.given_at: list[deque[float]] = [deque() for _ in range(count)]  # when each was handed out
         self.taken_at = [0.0] * count  # when worker w's last result was taken back
         self.ready_at: list[float | None] = [None] * count  # when worker w said it loaded the pipeline
@@ -144,7 +146,21 @@ class WorkerProcesses:
         self.given[w].append(task)
         self.given_at[w].append(time.monotonic())
         with contextlib.suppress(OSError):  # the worker is gone; receive() reports it
-            self.conns[w].send(task)
+            self.conns[w].send((*task, self._released(w)))
+
+    def _released(self, w: int) -> list[int]:
+        released, free = self.released[w], []
+        while released:  # filled from any thread (a finalizer): take what is there now
+            free.append(released.popleft())
+        return free
+
+    def send_released(self) -> None:
+        """Tells every worker at once which of its result files this process has dropped (a
+        message of their own, index -1), so that its next chunk can be made in them."""
+        for w in range(self.count):
+            if self.released[w]:
+                with contextlib.suppress(OSError):  # the worker is gone; receive() reports it
+                    self.conns[w].send((-1, 0, 0, self._released(w)))
 
     def _last_task(self, w: int) -> tuple[str, tuple[int, int] | None]:
         """What the dead worker ``w`` was doing, and the positions of the first task it did not deliver."""
@@ -230,7 +246,7 @@ class WorkerProcesses:
             for fd in fds:
                 os.close(fd)
             raise rebuild_exception(header[2], self.where(w))
-        _, got, layout, sizes, marks = header
+        _, got, layout, sizes, marks, idents = header
         if len(fds) != len(sizes):
             for fd in fds:
                 os.close(fd)
@@ -239,7 +255,7 @@ class WorkerProcesses:
             for fd in fds:
                 os.close(fd)
             raise WorkerError(f"internal error: {self.where(w)} sent chunk {got}, expected {index}")
-        chunk = unpack(meta, layout, sizes, fds)
+        chunk = unpack(meta, layout, sizes, fds, idents, self.released[w].append)
         assert isinstance(chunk, Chunk)
         return chunk, marks, there, len(meta) + sum(sizes)
 

@@ -117,6 +117,7 @@ class WorkerPoolProducer(Schedule):
             raise WorkerError("the worker pool is closed")
         w = self.worker_of(index)
         asked = time.monotonic_ns()
+        self._pool.send_released()  # the batches dropped since the last chunk (the caller's previous one)
         chunk, marks, there, nbytes = self._pool.receive(w, index, bounds)
         stats = self._stats
         if stats is not None:
