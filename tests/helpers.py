@@ -151,3 +151,19 @@ def without_descriptors(setup: str, steps: list[str]) -> list[str]:
     out = run_script(script)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.split()
+
+
+def answer_of_child(pid: int, read_fd: int, timeout_s: float = 60.0) -> bytes:
+    """The one byte a bare-forked child writes to ``read_fd`` (then reaped), or a message when
+    none comes within ``timeout_s``: the child is killed, so a hang in it fails the test instead
+    of hanging the run. Closes ``read_fd``."""
+    import select
+    import signal
+
+    ready, _, _ = select.select([read_fd], [], [], timeout_s)
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    answer = os.read(read_fd, 1) if ready else f"(no answer in {timeout_s:g} s)".encode()
+    os.waitpid(pid, 0)
+    os.close(read_fd)
+    return answer

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import gc
 import os
-import select
-import signal
 from typing import Any
 
 import numpy as np
@@ -15,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import thresher as th
+from tests.helpers import answer_of_child
 from thresher.loader.pool.shm import MAX_FREE, MAX_SENT, ResultArena, pack, shared_memory_available, unpack
 
 pytestmark = pytest.mark.skipif(not shared_memory_available(), reason="memfd_create is Linux-only")
@@ -220,13 +219,8 @@ def test_a_batch_held_when_the_training_process_forks_is_never_written_again() -
         rest = [b["image"][0, 0, 0, 0] for b in it]  # every file the workers have is made again meanwhile
     assert len(rest) == 199
     os.write(go_write, b"1")
-    ready, _, _ = select.select([answer_read], [], [], 60.0)
-    if not ready:
-        os.kill(pid, signal.SIGKILL)
-    answer = os.read(answer_read, 1) if ready else b"(no answer in 60 s)"
-    os.waitpid(pid, 0)
     os.close(go_write)
-    os.close(answer_read)
+    answer = answer_of_child(pid, answer_read)
     assert answer == b"1", answer
 
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 import os
 import pickle
 import resource
-import select
-import signal
 
 import pytest
 
-from tests.helpers import run_script
+from tests.helpers import answer_of_child, run_script
 from thresher.errors import CorruptSourceError
 from thresher.sources.formats.shard_files import ShardFiles
 from thresher.sources.formats.shards import list_shards
@@ -22,7 +20,7 @@ def _file(path: str, data: bytes) -> str:
     return path
 
 
-@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's warning: see the select below
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's warning: see answer_of_child below
 def test_ranges_are_slices_of_one_map_per_process(tmp_path: str) -> None:
     a = _file(os.path.join(str(tmp_path), "a.bin"), bytes(range(256)) * 40)
     empty = _file(os.path.join(str(tmp_path), "b.bin"), b"")
@@ -42,12 +40,7 @@ def test_ranges_are_slices_of_one_map_per_process(tmp_path: str) -> None:
     # A bare fork on purpose (what a user's fork-started worker does); the child does almost
     # nothing, but if a lock held by another thread of this process were ever needed there, the
     # child would hang: a failure within seconds, not a hung test run.
-    ready, _, _ = select.select([read], [], [], 60.0)
-    if not ready:
-        os.kill(pid, signal.SIGKILL)
-    answer = os.read(read, 1) if ready else b"(no answer in 60 s)"
-    os.waitpid(pid, 0)
-    os.close(read)
+    answer = answer_of_child(pid, read)
     assert answer == b"1", answer
     clone = pickle.loads(pickle.dumps(files))
     assert clone.read_many([(0, 1, 3)]) == [b"\1\2"]
