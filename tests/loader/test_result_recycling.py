@@ -104,6 +104,7 @@ def test_past_max_sent_the_oldest_sent_file_is_closed_not_made_again() -> None:
     arena.clear()
 
 
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's warning: the child only exits
 def test_a_file_mapped_when_this_process_forked_is_never_released() -> None:
     """A forked child shares the mapping: writing the file again would change what it reads."""
     arena, released = ResultArena(), []
