@@ -82,9 +82,14 @@ def find_files(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
 
 def open_local(obj: RemoteObject, metadata: Any = None) -> Any:
     """A ``pyarrow.parquet.ParquetFile`` over a local file (page checksums verified); with
-    ``metadata`` (the footer read before), the footer is not read again."""
+    ``metadata`` (the footer read before), the footer is not read again.
+
+    Column chunks are read as they are decoded, not buffered first (``pre_buffer``, which
+    coalesces the requests to a remote store): from a local file that buffer is one more
+    copy of each row group, 12% of a row group's decode here (1M short texts, and 100k
+    small JPEGs)."""
     return pyarrow_parquet().ParquetFile(obj.url, metadata=metadata, page_checksum_verification=True,
-                                         pre_buffer=True)
+                                         pre_buffer=False)
 
 
 def read_layout(obj: RemoteObject, opener: Callable[..., Any]) -> FileLayout:
