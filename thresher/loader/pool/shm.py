@@ -4,7 +4,8 @@ A result is pickled with protocol 5: every contiguous NumPy array of at least
 ``OOB_MIN_BYTES`` is taken out of the pickle stream ("out of band") and written into
 anonymous shared memory (``memfd_create``); smaller arrays and everything else stay
 in the (small) pickle. The worker sends the pickle and the file descriptors over its
-socket and closes its copies; the main process maps the files and unpickles with
+socket and closes its copies (of a file it will make again it keeps one, see below);
+the main process maps the files and unpickles with
 NumPy arrays that are *views onto the mappings*: no copy at all between the
 worker's last write and the training loop.
 
