@@ -161,3 +161,26 @@ def test_a_gathering_source_never_merges_and_reads_pyarrows_rows_through_evictio
     store = src._store()
     assert store.spec_of is not None
     assert len(store._specs) <= 2 * info["entries"] + 17  # evicted tables' slots are reclaimed
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 6), min_size=1, max_size=5), data=st.data())
+def test_held_objects_are_taken_by_list_and_row_and_bounds_are_errors(sizes: list[int], data: Any) -> None:
+    """The wide columns' held values (Python objects, one list per row group), taken per key in C."""
+    lists = tuple([f"{s}.{r}".encode() * (r + 1) for r in range(n)] for s, n in enumerate(sizes))
+    keys = [(s, r) for s, n in enumerate(sizes) for r in range(n)]
+    picked = data.draw(st.lists(st.sampled_from(keys), max_size=30)) if keys else []
+    slots = np.array([s for s, _ in picked], dtype=np.int64)
+    rows = np.array([r for _, r in picked], dtype=np.int64)
+    gatherer = Gatherer(native_module(), [])
+    out = gatherer.objects(lists, slots, rows)
+    assert out == [lists[s][r] for s, r in picked]
+    assert all(a is lists[s][r] for a, (s, r) in zip(out, picked, strict=True))  # the objects held, not copies
+    module = native_module()
+    bad = data.draw(st.sampled_from([(len(sizes), 0), (-1, 0), (0, sizes[0]), (0, -1)]))
+    with pytest.raises(IndexError, match="gather_objects"):
+        module.gather_objects(lists, np.array([bad[0]], dtype=np.int64), np.array([bad[1]], dtype=np.int64))
+    with pytest.raises(ValueError, match="one length"):
+        module.gather_objects(lists, np.zeros(2, dtype=np.int64), np.zeros(1, dtype=np.int64))
+    with pytest.raises(TypeError, match="not a list"):
+        module.gather_objects((tuple(lists[0]),), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))

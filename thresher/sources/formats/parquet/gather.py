@@ -113,6 +113,14 @@ class Gatherer:
             out.append(_COLUMN.pack(*where, arr.offset))
         return (*out, owners)
 
+    def objects(self, lists: tuple[list[Any], ...], slots: np.ndarray, rows: np.ndarray) -> list[Any]:
+        """``lists[slots[i]][rows[i]]`` for every ``i`` (int64 arrays): the values a source holds
+        as Python objects (its wide columns), taken in C where the module has it."""
+        take = getattr(self._module, "gather_objects", None)
+        if take is None:  # a module built before it was added
+            return [lists[s][r] for s, r in zip(slots.tolist(), rows.tolist(), strict=True)]
+        return take(lists, slots, rows)
+
     def gather(self, specs: tuple[Any, ...], slots: np.ndarray, rows: np.ndarray) -> list[list[Any]]:
         """Per column, the values of row ``rows[i]`` of table ``specs[slots[i]]`` for every ``i``
         (as :mod:`~thresher.sources.formats.parquet.convert` makes them: NumPy scalars,

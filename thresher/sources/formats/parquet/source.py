@@ -394,11 +394,11 @@ class ParquetSource:
         assert gatherer is not None
         narrow = dict(zip(self._narrow, gatherer.gather(specs, slots, rows), strict=True))
         if self._wide:
-            wide = plan.extras()
-            row_list = rows.tolist()
+            held, of_key = plan.distinct_extras()
+            at = np.ascontiguousarray(rows, dtype=np.int64)
             for c, w, _ in self._readers():
                 if w >= 0:
-                    narrow[c] = [held[w][r] for held, r in zip(wide, row_list, strict=True)]
+                    narrow[c] = gatherer.objects(tuple(h[w] for h in held), of_key, at)
         return self._records_of()([narrow[c] for c in self.columns])
 
     def _decoders(self) -> ThreadPoolExecutor:

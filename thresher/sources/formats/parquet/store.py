@@ -132,6 +132,12 @@ class Plan:
         extras = self._extras
         return [extras[g] for g in self._groups.tolist()]
 
+    def distinct_extras(self) -> tuple[list[Any], np.ndarray]:
+        """The ``extra`` of each distinct row group of the keys, and each key's index into them."""
+        uniq, inverse = _unique(self._groups)
+        extras = self._extras
+        return [extras[g] for g in uniq.tolist()], np.ascontiguousarray(inverse, dtype=np.int64)
+
     def gather(self, rows: np.ndarray) -> tuple[list[Any], np.ndarray | None]:
         """Row ``rows[i]`` of row group ``groups[i]`` (the planned groups) for every ``i``, as
         Arrow record batches (``pieces``) and ``order``: the rows of the pieces, one after the
