@@ -101,19 +101,36 @@ def _version(info: Mapping[str, Any]) -> str:
     return ""
 
 
+_LOOKUP_THREADS = 16
+"""Exact URLs a listing did not find are looked up this many at a time."""
+
+
 def expand(patterns: Sequence[str], storage_options: StorageOptions = None) -> list[RemoteObject]:
     """Resolves URLs and URL globs (sorted per glob) to objects with their sizes.
 
-    Exact URLs that share a parent are looked up with one listing of that parent.
+    Exact URLs that share a parent in a bucket are looked up with one listing of that
+    parent; the others (``http(s)://``, whose servers list nothing, or ones the listing
+    missed) with a request each, ``_LOOKUP_THREADS`` at a time. The order is the order given;
+    a URL that cannot be looked up raises the error of the first such URL.
     """
     found: dict[str, RemoteObject] = {}
     parents: dict[str, list[str]] = {}
     for url in patterns:
-        if not _GLOB_CHARS & set(url):
+        if not _GLOB_CHARS & set(url) and not url.startswith(("http://", "https://")):
             parents.setdefault(url.rsplit("/", 1)[0], []).append(url)
     for parent, urls in parents.items():
         if len(urls) > 1:
             found.update(_listing(parent, storage_options))
+    alone = [url for url in dict.fromkeys(patterns) if url not in found and not _GLOB_CHARS & set(url)]
+    if len(alone) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(_LOOKUP_THREADS, len(alone)), thread_name_prefix="thresher-lookup") as pool:
+            looked = list(pool.map(lambda u: _looked_up(u, storage_options), alone))
+        for url, result in zip(alone, looked, strict=True):
+            if isinstance(result, BaseException):
+                raise result
+            found[url] = result
     out: list[RemoteObject] = []
     for url in patterns:
         if url in found:
@@ -123,6 +140,13 @@ def expand(patterns: Sequence[str], storage_options: StorageOptions = None) -> l
         else:
             out.append(_one(url, storage_options))
     return out
+
+
+def _looked_up(url: str, storage_options: StorageOptions) -> RemoteObject | BaseException:
+    try:
+        return _one(url, storage_options)
+    except Exception as e:  # raised by expand, in the order given
+        return e
 
 
 def _listing(parent: str, storage_options: StorageOptions) -> dict[str, RemoteObject]:

@@ -79,3 +79,37 @@ def test_threads_reading_a_bucket_fetch_each_row_group_once(tmp_path: Any) -> No
         while any(d.is_alive() for d in decoders) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not any(d.is_alive() for d in decoders)  # close() ends the source's fetch threads
+
+
+def test_a_list_of_urls_is_looked_up_at_once_in_the_order_given(tmp_path: Any) -> None:
+    """A list of object URLs: over HTTP one request each, sent together (no listing: HTTP servers
+    list nothing); in a bucket one listing of their common parent. A missing one is named."""
+    import pytest
+
+    from thresher.errors import SourceNotFoundError
+    from thresher.sources.formats.parquet.files import find_files
+
+    bucket = tmp_path / "many"
+    bucket.mkdir()
+    sizes = {}
+    for i in range(6):
+        p = bucket / f"part-{i}.parquet"
+        pq.write_table(pa.table({"x": np.arange(10 + i)}), str(p))
+        sizes[p.name] = os.path.getsize(p)
+    names = [f"part-{i}.parquet" for i in (3, 0, 5, 1, 4, 2)]  # not sorted: the order given is kept
+    with RangeServer(str(tmp_path), latency_s=0.02) as srv:
+        urls = [f"{srv.endpoint}/many/{n}" for n in names]
+        srv.stats(reset=True)
+        found = find_files(urls, None)
+        assert [o.url for o in found] == urls and [o.size for o in found] == [sizes[n] for n in names]
+        assert srv.stats()["requests"] == len(urls)
+        with pytest.raises(SourceNotFoundError, match="part-9.parquet"):
+            find_files(urls[:2] + [f"{srv.endpoint}/many/part-9.parquet"] + urls[2:], None)
+        s3 = [f"s3://many/{n}" for n in names]
+        srv.stats(reset=True)
+        found = find_files(s3, srv.s3_options())
+        assert [o.url for o in found] == s3 and [o.size for o in found] == [sizes[n] for n in names]
+        assert srv.stats()["requests"] == 1  # one listing of s3://many
+        src = th.sources.ParquetSource(s3[:2] + [str(bucket / "part-0.parquet")] + s3[2:],
+                                       storage_options=srv.s3_options())
+        assert src.file_lengths == [13, 10, 10, 15, 11, 14, 12]  # URLs and a local file, in the order given

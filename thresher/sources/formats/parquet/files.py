@@ -57,12 +57,16 @@ def find_files(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     if not items:
         raise ConfigError("ParquetSource: no paths given: pass a file, a glob, a directory or a list of them")
     out: list[RemoteObject] = []
+    urls: list[str] = []  # a run of URLs, looked up together (one listing, or requests at once)
     for item in (os.fspath(p) for p in items):
         if is_url(item):
             if not _GLOB_CHARS & set(item) and item.endswith("/"):
                 item += "**/*.parquet"
-            out.extend(expand([item], storage_options))
+            urls.append(item)
             continue
+        if urls:
+            out.extend(expand(urls, storage_options))
+            urls = []
         p = os.path.expanduser(local_path(item))
         if _GLOB_CHARS & set(p):
             matches = sorted(m for m in glob.glob(p, recursive=True) if os.path.isfile(m))
@@ -77,6 +81,8 @@ def find_files(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         else:
             raise SourceNotFoundError(f"Parquet file {p!r} does not exist")
         out.extend(RemoteObject(m, os.path.getsize(m), _local_version(m)) for m in matches)
+    if urls:
+        out.extend(expand(urls, storage_options))
     return out
 
 
