@@ -273,3 +273,18 @@ def test_filling_stops_once_decoded_chunks_do_not_fit(tmp_path: Any) -> None:
         c = k // 8
         assert reader.bytes_read - before == int(index.chunk_ends()[c] - index.chunk_offsets[c])  # its chunk only
     src.close()
+
+
+def test_a_list_of_bucket_urls_is_found_with_one_listing_and_read_in_the_order_given(tmp_path: Any) -> None:
+    from thresher.sources.formats.array_record.source import _objects
+
+    with RangeServer(str(tmp_path)) as srv:
+        records = _bucket(srv, "listed", group=8)
+        urls = ["s3://listed/part-1.array_record", "s3://listed/part-0.array_record"]
+        srv.stats(reset=True)
+        found = _objects(urls, srv.s3_options())
+        assert [o.url for o in found] == urls and srv.stats()["requests"] == 1  # one listing, not a lookup each
+        src = th.sources.ArrayRecordSource(urls, storage_options=srv.s3_options())
+        assert len(src) == len(records)
+        assert [src[i] for i in (0, 47, 48, 95)] == [records[48], records[95], records[0], records[47]]
+        src.close()

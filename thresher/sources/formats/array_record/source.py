@@ -92,11 +92,17 @@ def _items(paths: PathLike | Sequence[PathLike]) -> list[str]:
 def _objects(items: list[str], storage_options: Mapping[str, Any] | None) -> list[RemoteObject]:
     """URLs and local paths (globs expanded) with their sizes, in order."""
     out: list[RemoteObject] = []
+    urls: list[str] = []  # a run of URLs, looked up together (one listing, or requests at once)
     for p in items:
         if is_url(p):
-            out.extend(expand([p], storage_options))
-        else:
-            out.extend(RemoteObject(q, os.path.getsize(q)) for q in resolve_paths(p))
+            urls.append(p)
+            continue
+        if urls:
+            out.extend(expand(urls, storage_options))
+            urls = []
+        out.extend(RemoteObject(q, os.path.getsize(q)) for q in resolve_paths(p))
+    if urls:
+        out.extend(expand(urls, storage_options))
     return out
 
 
