@@ -909,6 +909,10 @@ static PyObject *py_gather_objects(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
+    /* made before the first pass: no allocation (so no collection, no finalizer) runs between the
+     * passes while found[] holds borrowed references */
+    out = PyList_New(n);
+    if (out == NULL) goto done;
     for (Py_ssize_t i = 0; i < n; ++i) {
         if (slot[i] < 0 || slot[i] >= nlists) {
             PyErr_Format(PyExc_IndexError, "gather_objects: key %zd's list %lld is not one of %zd", i,
@@ -926,15 +930,16 @@ static PyObject *py_gather_objects(PyObject *self, PyObject *args) {
             goto done;
         }
         found[i] = PyList_GET_ITEM(list, (Py_ssize_t)row[i]);
+#if defined(__GNUC__) || defined(__clang__)
         __builtin_prefetch(found[i], 1);
+#endif
     }
-    out = PyList_New(n);
-    if (out == NULL) goto done;
     for (Py_ssize_t i = 0; i < n; ++i) {
         Py_INCREF(found[i]);
         PyList_SET_ITEM(out, i, found[i]);
     }
 done:
+    if (PyErr_Occurred()) Py_CLEAR(out); /* a list of NULL items is safe to free */
     PyMem_Free(found);
     PyBuffer_Release(&sv);
     PyBuffer_Release(&rv);

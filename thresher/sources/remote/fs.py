@@ -122,18 +122,20 @@ def expand(patterns: Sequence[str], storage_options: StorageOptions = None) -> l
         if len(urls) > 1:
             found.update(_listing(parent, storage_options))
     alone = [url for url in dict.fromkeys(patterns) if url not in found and not _GLOB_CHARS & set(url)]
+    looked: dict[str, RemoteObject | BaseException] = {}
     if len(alone) > 1:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(min(_LOOKUP_THREADS, len(alone)), thread_name_prefix="thresher-lookup") as pool:
-            looked = list(pool.map(lambda u: _looked_up(u, storage_options), alone))
-        for url, result in zip(alone, looked, strict=True):
+            looked = dict(zip(alone, pool.map(lambda u: _looked_up(u, storage_options), alone), strict=True))
+    out: list[RemoteObject] = []
+    for url in patterns:  # in order: the first pattern that fails is the one named
+        if url in looked:
+            result = looked[url]
             if isinstance(result, BaseException):
                 raise result
-            found[url] = result
-    out: list[RemoteObject] = []
-    for url in patterns:
-        if url in found:
+            out.append(result)
+        elif url in found:
             out.append(found[url])
         elif _GLOB_CHARS & set(url):
             out.extend(_glob(url, storage_options))

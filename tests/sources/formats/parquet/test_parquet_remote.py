@@ -110,6 +110,11 @@ def test_a_list_of_urls_is_looked_up_at_once_in_the_order_given(tmp_path: Any) -
         found = find_files(s3, srv.s3_options())
         assert [o.url for o in found] == s3 and [o.size for o in found] == [sizes[n] for n in names]
         assert srv.stats()["requests"] == 1  # one listing of s3://many
+        # the first item that fails is the one named, though exact URLs are looked up before globs
+        s3_missing = ["s3://many/part-0.parquet", "s3://many/none-*.parquet", "s3://many/part-9.parquet",
+                      "s3://many/part-8.parquet"]
+        with pytest.raises(SourceNotFoundError, match="none-"):
+            find_files(s3_missing, srv.s3_options())
         src = th.sources.ParquetSource(s3[:2] + [str(bucket / "part-0.parquet")] + s3[2:],
                                        storage_options=srv.s3_options())
         assert src.file_lengths == [13, 10, 10, 15, 11, 14, 12]  # URLs and a local file, in the order given
